@@ -1,0 +1,89 @@
+# Makefile for pg_cache_ext
+#
+# Builds, with PGXS:
+#   - pg_cache_ext.so, the PostgreSQL module (src/)
+#   - the BPF objects (bpf/*.bpf.o) and their libbpf skeletons (bpf/*.skel.h)
+#   - pg_cache_ext_loader, the privileged one-shot loader (loader/)
+#
+# vmlinux.h comes from the build machine's kernel BTF when it has one, else
+# from the checked-in fallback bpf/vmlinux-fallback.h.
+
+MODULE_big = pg_cache_ext
+OBJS = \
+	src/pg_cache_ext.o \
+	src/bpf_maps.o \
+	src/registry.o \
+	src/classify.o \
+	src/worker.o \
+	src/evictor.o \
+	src/functions.o
+
+EXTENSION = pg_cache_ext
+DATA = pg_cache_ext--1.0.sql
+PGFILEDESC = "pg_cache_ext - keep scans from flushing the page cache"
+
+REGRESS = setup status guc functions
+REGRESS_OPTS = --load-extension=pg_cache_ext
+TAP_TESTS = 1
+
+PG_CPPFLAGS = -I$(srcdir)/bpf
+SHLIB_LINK = -lbpf
+
+EXTRA_CLEAN = bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(TEST_TOOLS)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# ---------------------------------------------------------------------
+# BPF objects and skeletons
+# ---------------------------------------------------------------------
+CLANG ?= clang
+BPFTOOL ?= bpftool
+BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wno-unused-function -I$(srcdir)/bpf
+BPF_HEADERS = bpf/vmlinux.h bpf/pg_cache_ext.h bpf/maps.bpf.h
+BPF_OBJS = bpf/tracker.bpf.o $(if $(wildcard bpf/policy.bpf.c),bpf/policy.bpf.o)
+
+bpf/vmlinux.h:
+	@if [ -r /sys/kernel/btf/vmlinux ]; then \
+		echo "generating $@ from /sys/kernel/btf/vmlinux"; \
+		$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@; \
+	else \
+		echo "no /sys/kernel/btf/vmlinux: using bpf/vmlinux-fallback.h"; \
+		xz -dc $(srcdir)/bpf/vmlinux-fallback.h.xz > $@; \
+	fi
+
+bpf/%.bpf.o: bpf/%.bpf.c $(BPF_HEADERS)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+bpf/%.skel.h: bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+
+# ---------------------------------------------------------------------
+# The loader (runs as root) and test tools
+# ---------------------------------------------------------------------
+LOADER = loader/pg_cache_ext_loader
+LOADER_SRCS = $(wildcard loader/*.c)
+LOADER_CFLAGS = -O2 -g -Wall -Wextra -Wno-unused-parameter -Ibpf -Iloader
+LOADER_LIBS = -lbpf -lelf -lz
+
+$(LOADER): $(LOADER_SRCS) $(wildcard loader/*.h) bpf/tracker.skel.h bpf/pg_cache_ext.h $(BPF_OBJS)
+	$(CC) $(LOADER_CFLAGS) -o $@ $(LOADER_SRCS) $(LOADER_LIBS)
+
+TEST_TOOLS = $(if $(wildcard test/check_policy_object.c),test/check_policy_object)
+test/check_policy_object: test/check_policy_object.c
+	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
+
+all: $(BPF_OBJS) $(LOADER) $(TEST_TOOLS)
+
+$(OBJS): bpf/pg_cache_ext.h src/pg_cache_ext.h
+
+install: install-loader
+install-loader: $(LOADER)
+	$(INSTALL_PROGRAM) $(LOADER) '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
+
+uninstall: uninstall-loader
+uninstall-loader:
+	rm -f '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
+
+.PHONY: install-loader uninstall-loader

@@ -1,0 +1,96 @@
+/*
+ * maps.bpf.h
+ *		Map definitions shared by every BPF object of pg_cache_ext.
+ *
+ * Each map is pinned by name (LIBBPF_PIN_BY_NAME) below the cluster's pin
+ * directory, which the loader passes as pin_root_path.  Because the tracker
+ * and the cache_ext policy declare the very same maps, whichever object is
+ * loaded reuses the pins that already exist: marks and counters survive a
+ * loader restart or a switch of mechanism.
+ */
+#ifndef PCE_MAPS_BPF_H
+#define PCE_MAPS_BPF_H
+
+#include "pg_cache_ext.h"
+
+/* PIDs of backends that are scanning, written by the PostgreSQL module. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PCE_MAX_SCAN_PIDS);
+	__type(key, __u32);
+	__type(value, struct pce_scan_mark);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			scan_pids SEC(".maps");
+
+/* Event counters, one slot per enum pce_stat, per CPU. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PCE_STAT__COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			stats SEC(".maps");
+
+/* Knobs written from GUCs by the module; one entry. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pce_knobs);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			knobs SEC(".maps");
+
+/* What the loader did; written by the loader, read by the module. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pce_loader_info);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			loader_info SEC(".maps");
+
+static __always_inline void
+stat_inc(enum pce_stat which)
+{
+	__u32		key = which;
+	__u64	   *counter = bpf_map_lookup_elem(&stats, &key);
+
+	if (counter)
+		(*counter)++;
+}
+
+static __always_inline void
+stat_add(enum pce_stat which, __u64 n)
+{
+	__u32		key = which;
+	__u64	   *counter = bpf_map_lookup_elem(&stats, &key);
+
+	if (counter)
+		*counter += n;
+}
+
+static __always_inline const struct pce_knobs *
+current_knobs(void)
+{
+	__u32		key = 0;
+
+	return bpf_map_lookup_elem(&knobs, &key);
+}
+
+/* Is the current task marked as scanning (and is tracking switched on)? */
+static __always_inline bool
+current_task_is_scan(void)
+{
+	const struct pce_knobs *k = current_knobs();
+	__u32		tid = (__u32) bpf_get_current_pid_tgid();
+
+	if (k && !k->tracking)
+		return false;
+	return bpf_map_lookup_elem(&scan_pids, &tid) != NULL;
+}
+
+#endif							/* PCE_MAPS_BPF_H */

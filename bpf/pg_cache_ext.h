@@ -1,0 +1,147 @@
+/*
+ * pg_cache_ext.h
+ *		The one contract between the BPF programs, the loader and the
+ *		PostgreSQL module: map names, key/value layouts, counters and knobs.
+ *
+ * This header is included by BPF code (after vmlinux.h) and by ordinary C
+ * code (after <linux/types.h>), so it may only use __u32/__u64 and plain
+ * constants.  Any change to a layout here changes both sides at once; bump
+ * PCE_ABI_VERSION when a layout changes so that a module built against one
+ * layout refuses maps pinned by a loader built against another.
+ */
+#ifndef PG_CACHE_EXT_H
+#define PG_CACHE_EXT_H
+
+#define PCE_ABI_VERSION			1
+
+/* Names of the pins below <bpffs>/pg_cache_ext/<cluster id>/ */
+#define PCE_PIN_SCAN_PIDS		"scan_pids"
+#define PCE_PIN_STATS			"stats"
+#define PCE_PIN_KNOBS			"knobs"
+#define PCE_PIN_FOLIO_EVENTS	"folio_events"
+#define PCE_PIN_TRACKER_LINK	"tracker_link"
+#define PCE_PIN_POLICY_LINK		"policy_link"
+#define PCE_PIN_POLICY_MAP		"policy_ops"
+#define PCE_PIN_LOADER_INFO		"loader_info"
+#define PCE_PIN_TRACKER_REMOVE_LINK "tracker_remove_link"
+
+/* Capacity of the scan-PID map: more than any max_connections we expect. */
+#define PCE_MAX_SCAN_PIDS		8192
+
+/* Size of the ring buffer of folio insertions by scan PIDs (bytes). */
+#define PCE_FOLIO_EVENTS_BYTES	(8 * 1024 * 1024)
+
+/*
+ * Why a PID is marked.  Stored in the map value and reported by
+ * cache_ext_scans(); keep in step with pce_reason_names[] in src/.
+ */
+enum pce_reason
+{
+	PCE_REASON_NONE = 0,
+	PCE_REASON_SEQSCAN,			/* plan has a large SeqScan / BitmapHeapScan / TidRangeScan */
+	PCE_REASON_VACUUM,
+	PCE_REASON_ANALYZE,
+	PCE_REASON_CREATE_INDEX,
+	PCE_REASON_REINDEX,
+	PCE_REASON_CLUSTER,
+	PCE_REASON_REFRESH_MATVIEW,
+	PCE_REASON_COPY_TO,
+	PCE_REASON_AUTOVACUUM,
+	PCE_REASON_BASEBACKUP,
+	PCE_REASON_SESSION,			/* SET pg_cache_ext.scan = on */
+	PCE_REASON_TEST,			/* marked by the test tool, not by PostgreSQL */
+	PCE_REASON__COUNT
+};
+
+/*
+ * Value of the scan-PID map, keyed by the __u32 thread id the kernel sees
+ * (for PostgreSQL backends, the process id).
+ *
+ * proc_start_ticks is field 22 of /proc/<pid>/stat: the background worker
+ * compares it with the live process to drop entries whose PID has died or
+ * been reused.
+ */
+struct pce_scan_mark
+{
+	__u64		proc_start_ticks;
+	__u64		marked_at_us;	/* PostgreSQL timestamp (us since 2000) */
+	__u32		reason;			/* enum pce_reason */
+	__u32		relid;			/* main relation scanned, or 0 */
+	__u32		dboid;
+	__u32		flags;			/* reserved, 0 */
+};
+
+/*
+ * Counters kept by the BPF programs, in a per-CPU array indexed by this
+ * enum.  Both mechanisms use the same layout; a mechanism leaves the
+ * counters it has no use for at zero.
+ */
+enum pce_stat
+{
+	PCE_STAT_FOLIOS_ADDED_SCAN = 0, /* folios inserted by a marked PID */
+	PCE_STAT_FOLIOS_ADDED_OTHER,	/* folios inserted by anyone else */
+	PCE_STAT_EVENTS_LOST,		/* ring buffer full: a scan folio not recorded */
+	PCE_STAT_FOLIOS_EVICTED_SCAN,	/* cache_ext: evicted from the scan list */
+	PCE_STAT_FOLIOS_EVICTED_MAIN,	/* cache_ext: evicted from the main list */
+	PCE_STAT_FOLIOS_PROMOTED,	/* cache_ext: scan folio touched by a non-scan task */
+	PCE_STAT_EVICT_UNFILLED,	/* cache_ext: eviction requests not filled */
+	PCE_STAT_ADMIT_BYPASSED,	/* cache_ext: scan reads served around the cache */
+	PCE_STAT_FOLIOS_REMOVED,	/* folios removed from the cache (any list) */
+	PCE_STAT__COUNT
+};
+
+/*
+ * Knobs written by the module (from GUCs, at start and at every reload)
+ * into the single entry of the knobs array map and read by BPF.
+ */
+struct pce_knobs
+{
+	__u32		abi_version;	/* PCE_ABI_VERSION once written */
+	__u32		tracking;		/* 0: BPF ignores the scan map (mode = off) */
+	__u32		promote_on_access;	/* cache_ext: promote scan folios touched by others */
+	__u32		scan_min_percent;	/* cache_ext: scan list below this share of the
+									 * cgroup is not drained first */
+	__u32		bypass_scan_reads;	/* cache_ext: admit_folio bypass for marked PIDs */
+	__u32		reserved[3];
+};
+
+/*
+ * One record in the folio_events ring buffer: a folio a marked PID brought
+ * into the page cache.  dev is the kernel's internal dev_t encoding
+ * (major << 20 | minor).
+ */
+struct pce_folio_event
+{
+	__u64		ino;
+	__u64		index;			/* first page index of the folio */
+	__u32		dev;
+	__u32		nr_pages;
+	__u32		pid;
+	__u32		pad;
+};
+
+/* Which eviction mechanism the loader put in place. */
+enum pce_mechanism
+{
+	PCE_MECH_NONE = 0,
+	PCE_MECH_STOCK,				/* tracker + user-space evictor */
+	PCE_MECH_CACHE_EXT,			/* struct_ops policy on the cluster's cgroup */
+};
+
+/*
+ * What the loader did, written by the loader into the single entry of the
+ * loader_info array map, so that cache_ext_status() can report it after the
+ * loader has exited.
+ */
+struct pce_loader_info
+{
+	__u32		abi_version;
+	__u32		mechanism;		/* enum pce_mechanism */
+	__u32		kernel_has_cache_ext;
+	__u32		loader_pid;
+	__u64		loaded_at_unix;	/* seconds since the epoch */
+	char		cgroup[128];	/* cgroup the policy is attached to, if any */
+	char		reason[256];	/* why this mechanism (and not the other) */
+};
+
+#endif							/* PG_CACHE_EXT_H */
