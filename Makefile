@@ -74,6 +74,20 @@ TEST_TOOLS = $(if $(wildcard test/check_policy_object.c),test/check_policy_objec
 test/check_policy_object: test/check_policy_object.c
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
+# --- cache_ext policy (issue 4) ----------------------------------------
+# The loader embeds the policy object through its skeleton (loader/policy.c
+# includes policy.skel.h).  The lab test tools are built on demand by
+# test/lab/run-lab-test.sh and by this rule.
+ifneq ($(wildcard bpf/policy.bpf.c),)
+$(LOADER): bpf/policy.skel.h
+TEST_TOOLS += test/pce_policy_tool test/pce_mark_self
+endif
+test/pce_policy_tool: test/pce_policy_tool.c loader/policy.c loader/policy.h bpf/policy.skel.h bpf/pg_cache_ext.h
+	$(CC) $(LOADER_CFLAGS) -o $@ test/pce_policy_tool.c loader/policy.c $(LOADER_LIBS)
+test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h
+	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
+# --- end cache_ext policy ----------------------------------------------
+
 all: $(BPF_OBJS) $(LOADER) $(TEST_TOOLS)
 
 $(OBJS): bpf/pg_cache_ext.h src/pg_cache_ext.h

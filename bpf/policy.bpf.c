@@ -1,0 +1,428 @@
+/*
+ * policy.bpf.c
+ *		cache_ext mechanism: a scan-resistant page-cache policy for one
+ *		cgroup, as a struct_ops map of type struct cache_ext_ops.
+ *
+ * The policy keeps two kernel lists of folios, created in init():
+ *
+ *	scan list	folios brought into the page cache by a task whose PID is in
+ *				the scan_pids map (a PostgreSQL backend running a large scan,
+ *				VACUUM, COPY TO, ...).  Evicted first, oldest first.
+ *	main list	everything else, in LRU order: folio_added() appends at the
+ *				tail, folio_accessed() moves a folio back to the tail, and
+ *				eviction takes folios from the head.
+ *
+ * Callbacks, in the order a folio meets them:
+ *
+ *	folio_added		choose the list from the inserting task (current_task_is_scan())
+ *					and remember the choice in folio_lists, keyed by folio address.
+ *	folio_accessed	a scan folio touched by an unmarked task is promoted to the
+ *					main list (knob promote_on_access); a main folio is refreshed.
+ *					Folios the policy never saw (cached before it was attached) are
+ *					adopted into the main list on their first access.
+ *	evict_folios	fill the kernel's eviction batch: first from the scan list,
+ *					unless the scan list is below scan_min_percent of the folios the
+ *					policy tracks, then from the main list; a batch left short is
+ *					counted as EVICT_UNFILLED (the kernel then falls back to its
+ *					own LRU for the rest).
+ *	folio_evicted	the folio leaves the page cache: count it against its list and
+ *					forget it.
+ *	admit_folio		optional (knob bypass_scan_reads): reads by marked PIDs that
+ *					miss the cache are served by direct I/O, around the cache.
+ *
+ * This file builds against the stock vmlinux.h of the build machine, which
+ * knows nothing of cache_ext: the few cache_ext types and kfuncs are declared
+ * below with preserve_access_index / __ksym, and libbpf resolves them against
+ * the running kernel's BTF at load time.  The object therefore builds
+ * everywhere and loads only where struct cache_ext_ops exists.
+ *
+ * Section and flags: the struct_ops map sits in ".struct_ops", the only
+ * struct_ops section Debian's libbpf 1.1 (and bpftool 7.1's skeleton
+ * generator) knows.  cache_ext needs a link-mode map (BPF_F_LINK) and a
+ * sleepable init(); the loader (loader/policy.c) sets both with
+ * bpf_map__set_map_flags() and bpf_program__set_flags() before loading,
+ * then writes the map value and creates the BPF_CACHE_EXT_OPS link itself.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "maps.bpf.h"
+
+char		LICENSE[] SEC("license") = "GPL";
+
+/* ------------------------------------------------------------------ */
+/* cache_ext types and kfuncs (include/linux/mm_types.h, cache_ext.h)  */
+/* ------------------------------------------------------------------ */
+
+#define PCE_EVICT_BATCH		32	/* size of folios_to_evict[] */
+
+struct cache_ext_eviction_ctx
+{
+	unsigned long request_nr_folios_to_evict;
+	unsigned long nr_folios_to_evict;
+	struct folio *folios_to_evict[PCE_EVICT_BATCH];
+	s64			scores[PCE_EVICT_BATCH];
+} __attribute__((preserve_access_index));
+
+struct cache_ext_admission_ctx
+{
+	u64			ino;
+	u64			offset;
+	u64			size;
+} __attribute__((preserve_access_index));
+
+struct cache_ext_list_node
+{
+	struct folio *folio;
+	struct list_head node;
+} __attribute__((preserve_access_index));
+
+struct cache_ext_ops
+{
+	s32			(*init) (struct mem_cgroup *memcg);
+	void		(*evict_folios) (struct cache_ext_eviction_ctx *ctx, struct mem_cgroup *memcg);
+	void		(*folio_added) (struct folio *folio);
+	void		(*folio_accessed) (struct folio *folio);
+	void		(*folio_evicted) (struct folio *folio);
+	bool		(*admit_folio) (struct cache_ext_admission_ctx *ctx);
+};
+
+/* Return values of a list-iteration callback. */
+enum
+{
+	PCE_ITER_CONTINUE = 0,		/* CACHE_EXT_CONTINUE_ITER: skip this folio */
+	PCE_ITER_STOP = 1,			/* CACHE_EXT_STOP_ITER */
+	PCE_ITER_EVICT = 2,			/* CACHE_EXT_EVICT_NODE: add it to the batch */
+};
+
+extern u64 bpf_cache_ext_ds_registry_new_list(struct mem_cgroup *memcg) __ksym;
+extern int	bpf_cache_ext_list_add_tail(u64 list, struct folio *folio) __ksym;
+extern int	bpf_cache_ext_list_move(u64 list, struct folio *folio, bool tail) __ksym;
+extern int	bpf_cache_ext_list_del(struct folio *folio) __ksym;
+extern int	bpf_cache_ext_list_iterate(struct mem_cgroup *memcg, u64 list,
+									   int (iter_fn) (int idx, struct cache_ext_list_node *node),
+									   struct cache_ext_eviction_ctx *ctx) __ksym;
+
+/*
+ * folio->flags is an unsigned long on the cache_ext kernel (6.6) and a
+ * one-word struct on newer ones; this flavour reads the word by name, so the
+ * offset is relocated against the running kernel.
+ */
+struct folio___pce
+{
+	unsigned long flags;
+} __attribute__((preserve_access_index));
+
+/* ------------------------------------------------------------------ */
+/* Policy state                                                        */
+/* ------------------------------------------------------------------ */
+
+enum pce_list
+{
+	PCE_LIST_NONE = 0,
+	PCE_LIST_SCAN = 1,
+	PCE_LIST_MAIN = 2,
+};
+
+/* The two lists, created by init(); one policy object serves one cgroup. */
+__u64		scan_list = 0;
+__u64		main_list = 0;
+
+/* Folios the policy holds on each list (approximate under races). */
+__s64		nr_scan_folios = 0;
+__s64		nr_main_folios = 0;
+
+/* Which list each folio the policy placed is on, keyed by folio address. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1 << 21);	/* 8 GiB of 4 KiB folios */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, u64);
+	__type(value, u32);
+}			folio_lists SEC(".maps");
+
+/*
+ * How many more folios the current evict_folios() call may select.  The
+ * iteration callback cannot see the eviction context, so evict_folios()
+ * leaves the budget here.  evict_folios() is not sleepable and runs with
+ * migration disabled, so one slot per CPU is private to the call.
+ */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+}			evict_budget SEC(".maps");
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+/* ------------------------------------------------------------------ */
+
+static __always_inline bool
+knob_promote_on_access(void)
+{
+	const struct pce_knobs *k = current_knobs();
+
+	/* Knobs never written (abi_version 0): the default is on. */
+	if (!k || k->abi_version == 0)
+		return true;
+	return k->promote_on_access != 0;
+}
+
+static __always_inline u32
+knob_scan_min_percent(void)
+{
+	const struct pce_knobs *k = current_knobs();
+
+	if (!k || k->abi_version == 0 || k->scan_min_percent > 100)
+		return 0;
+	return k->scan_min_percent;
+}
+
+static __always_inline bool
+knob_bypass_scan_reads(void)
+{
+	const struct pce_knobs *k = current_knobs();
+
+	return k && k->abi_version != 0 && k->bypass_scan_reads != 0;
+}
+
+static __always_inline u64
+folio_key(struct folio *folio)
+{
+	return (u64) folio;
+}
+
+static __always_inline u32
+folio_list_of(struct folio *folio)
+{
+	u64			key = folio_key(folio);
+	u32		   *which = bpf_map_lookup_elem(&folio_lists, &key);
+
+	return which ? *which : PCE_LIST_NONE;
+}
+
+static __always_inline void
+list_count_add(u32 which, s64 delta)
+{
+	if (which == PCE_LIST_SCAN)
+		__sync_fetch_and_add(&nr_scan_folios, delta);
+	else if (which == PCE_LIST_MAIN)
+		__sync_fetch_and_add(&nr_main_folios, delta);
+}
+
+/* Remember that folio is now on list which; false if the map is full. */
+static __always_inline bool
+remember_folio(struct folio *folio, u32 which)
+{
+	u64			key = folio_key(folio);
+
+	return bpf_map_update_elem(&folio_lists, &key, &which, BPF_ANY) == 0;
+}
+
+static __always_inline bool
+folio_flag(struct folio *folio, unsigned long bit)
+{
+	struct folio___pce *f = (void *) folio;
+
+	return (f->flags >> bit) & 1;
+}
+
+/*
+ * Can the kernel reclaim this folio right now?  Locked, dirty or in-flight
+ * folios would take a slot of the batch and then fail to isolate.
+ */
+static __always_inline bool
+folio_is_evictable(struct folio *folio)
+{
+	if (!folio_flag(folio, bpf_core_enum_value(enum pageflags, PG_uptodate)) ||
+		!folio_flag(folio, bpf_core_enum_value(enum pageflags, PG_lru)))
+		return false;
+	if (folio_flag(folio, bpf_core_enum_value(enum pageflags, PG_locked)) ||
+		folio_flag(folio, bpf_core_enum_value(enum pageflags, PG_dirty)) ||
+		folio_flag(folio, bpf_core_enum_value(enum pageflags, PG_writeback)))
+		return false;
+	return true;
+}
+
+static __always_inline u64 *
+budget_slot(void)
+{
+	u32			zero = 0;
+
+	return bpf_map_lookup_elem(&evict_budget, &zero);
+}
+
+/* List-iteration callback: select evictable folios, oldest first, until the budget is spent. */
+static int
+select_for_eviction(int idx, struct cache_ext_list_node *node)
+{
+	u64		   *budget = budget_slot();
+
+	if (!budget || *budget == 0)
+		return PCE_ITER_STOP;
+	if (!folio_is_evictable(node->folio))
+		return PCE_ITER_CONTINUE;
+	*budget -= 1;
+	return PCE_ITER_EVICT;
+}
+
+/* Select up to ctx's remaining request from one list; returns how many were selected. */
+static __always_inline u64
+evict_from(u64 list, struct cache_ext_eviction_ctx *ctx, struct mem_cgroup *memcg)
+{
+	u64		   *budget = budget_slot();
+	u64			want,
+				before = ctx->nr_folios_to_evict;
+
+	if (!budget || list == 0)
+		return 0;
+	want = ctx->request_nr_folios_to_evict;
+	if (want > PCE_EVICT_BATCH)
+		want = PCE_EVICT_BATCH;
+	if (want <= before)
+		return 0;
+	*budget = want - before;
+	bpf_cache_ext_list_iterate(memcg, list, select_for_eviction, ctx);
+	*budget = 0;
+	return ctx->nr_folios_to_evict - before;
+}
+
+/* Is the scan list big enough to be drained before the main list? */
+static __always_inline bool
+scan_list_goes_first(void)
+{
+	s64			nscan = nr_scan_folios;
+	s64			nmain = nr_main_folios;
+	u32			pct = knob_scan_min_percent();
+
+	if (nscan <= 0)
+		return false;
+	if (nmain < 0)
+		nmain = 0;
+	return (u64) nscan * 100 >= (u64) pct * (u64) (nscan + nmain);
+}
+
+/* ------------------------------------------------------------------ */
+/* Callbacks                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Sleepable (BPF_F_SLEEPABLE set by the loader): list creation allocates. */
+SEC("struct_ops/pce_init")
+s32 BPF_PROG(pce_init, struct mem_cgroup *memcg)
+{
+	scan_list = bpf_cache_ext_ds_registry_new_list(memcg);
+	if (scan_list == 0)
+		return -1;
+	main_list = bpf_cache_ext_ds_registry_new_list(memcg);
+	if (main_list == 0)
+		return -1;
+	nr_scan_folios = 0;
+	nr_main_folios = 0;
+	return 0;
+}
+
+SEC("struct_ops/pce_folio_added")
+void BPF_PROG(pce_folio_added, struct folio *folio)
+{
+	bool		scan = current_task_is_scan();
+	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
+
+	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
+	if (bpf_cache_ext_list_add_tail(which == PCE_LIST_SCAN ? scan_list : main_list, folio) != 0)
+		return;
+	if (!remember_folio(folio, which))
+	{
+		/* untracked folios are left to the kernel's own LRU */
+		bpf_cache_ext_list_del(folio);
+		return;
+	}
+	list_count_add(which, 1);
+}
+
+SEC("struct_ops/pce_folio_accessed")
+void BPF_PROG(pce_folio_accessed, struct folio *folio)
+{
+	u32			which = folio_list_of(folio);
+
+	if (which == PCE_LIST_MAIN)
+	{
+		/* refresh: back to the most recently used end */
+		bpf_cache_ext_list_move(main_list, folio, true);
+		return;
+	}
+	if (which == PCE_LIST_SCAN)
+	{
+		if (!knob_promote_on_access() || current_task_is_scan())
+			return;
+		if (bpf_cache_ext_list_move(main_list, folio, true) != 0)
+			return;
+		remember_folio(folio, PCE_LIST_MAIN);
+		list_count_add(PCE_LIST_SCAN, -1);
+		list_count_add(PCE_LIST_MAIN, 1);
+		stat_inc(PCE_STAT_FOLIOS_PROMOTED);
+		return;
+	}
+	/* cached before the policy was attached: adopt it into the main list */
+	if (bpf_cache_ext_list_add_tail(main_list, folio) != 0)
+		return;
+	if (!remember_folio(folio, PCE_LIST_MAIN))
+	{
+		bpf_cache_ext_list_del(folio);
+		return;
+	}
+	list_count_add(PCE_LIST_MAIN, 1);
+}
+
+SEC("struct_ops/pce_evict_folios")
+void BPF_PROG(pce_evict_folios, struct cache_ext_eviction_ctx *ectx, struct mem_cgroup *memcg)
+{
+	u64			want = ectx->request_nr_folios_to_evict;
+
+	if (want > PCE_EVICT_BATCH)
+		want = PCE_EVICT_BATCH;
+	if (scan_list_goes_first())
+		evict_from(scan_list, ectx, memcg);
+	evict_from(main_list, ectx, memcg);
+	if (ectx->nr_folios_to_evict < want)
+		stat_inc(PCE_STAT_EVICT_UNFILLED);
+}
+
+SEC("struct_ops/pce_folio_evicted")
+void BPF_PROG(pce_folio_evicted, struct folio *folio)
+{
+	u64			key = folio_key(folio);
+	u32			which = folio_list_of(folio);
+
+	stat_inc(PCE_STAT_FOLIOS_REMOVED);
+	if (which == PCE_LIST_NONE)
+		return;
+	bpf_cache_ext_list_del(folio);
+	bpf_map_delete_elem(&folio_lists, &key);
+	list_count_add(which, -1);
+	stat_inc(which == PCE_LIST_SCAN ? PCE_STAT_FOLIOS_EVICTED_SCAN : PCE_STAT_FOLIOS_EVICTED_MAIN);
+}
+
+SEC("struct_ops/pce_admit_folio")
+bool BPF_PROG(pce_admit_folio, struct cache_ext_admission_ctx *actx)
+{
+	/* true = bypass the page cache (the kernel reads by direct I/O) */
+	if (!knob_bypass_scan_reads() || !current_task_is_scan())
+		return false;
+	stat_inc(PCE_STAT_ADMIT_BYPASSED);
+	return true;
+}
+
+SEC(".struct_ops")
+struct cache_ext_ops pce_policy_ops = {
+	.init = (void *) pce_init,
+	.evict_folios = (void *) pce_evict_folios,
+	.folio_added = (void *) pce_folio_added,
+	.folio_accessed = (void *) pce_folio_accessed,
+	.folio_evicted = (void *) pce_folio_evicted,
+	.admit_folio = (void *) pce_admit_folio,
+};

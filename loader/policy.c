@@ -1,0 +1,538 @@
+/*
+ * policy.c
+ *		The loader's cache_ext part: detect cache_ext, load the struct_ops
+ *		policy (bpf/policy.bpf.c), attach it to a cgroup v2 directory and pin
+ *		its link; detach it again.
+ *
+ * Built against Debian's libbpf 1.1, which knows neither sleepable
+ * struct_ops programs nor link-mode struct_ops maps nor the cache_ext link
+ * type of the research kernel.  So this file does by hand what the fork's
+ * bpf_map__attach_cache_ext_ops() does:
+ *
+ *	1. before loading, mark init() sleepable (BPF_F_SLEEPABLE) and the
+ *	   struct_ops map link-mode (BPF_F_LINK);
+ *	2. after loading, write the map's value (struct bpf_struct_ops_cache_ext_ops
+ *	   of the running kernel, laid out from its BTF, one program fd per
+ *	   callback member): for a link-mode map this only makes it ready;
+ *	3. BPF_LINK_CREATE with the map fd, the cgroup directory fd and the
+ *	   attach type BPF_CACHE_EXT_OPS, whose number is read from the running
+ *	   kernel's BTF (enum bpf_attach_type), never hard-coded.
+ *
+ * The link is pinned as <pin_dir>/policy_link and the struct_ops map as
+ * <pin_dir>/policy_ops.  Pinning the map as well keeps it alive for as long
+ * as the link is: the research kernel's link teardown drops its map
+ * reference before it disables cache_ext on the cgroup, so a map freed at
+ * that moment would leave the cgroup pointing at freed callbacks.
+ * pce_detach_policy() therefore unpins the link first and the map second.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "pg_cache_ext.h"
+#include "policy.skel.h"
+#include "policy.h"
+
+#ifndef BPF_F_LINK
+#define BPF_F_LINK (1U << 13)	/* map flag, Linux 6.4+; absent from older uapi headers */
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+#define PCE_PIN_GROUP "postgres"
+
+/* struct_ops member name -> program of policy.bpf.c */
+struct member_prog
+{
+	const char *member;
+	const char *prog;
+};
+
+static const struct member_prog policy_members[] = {
+	{"init", "pce_init"},
+	{"evict_folios", "pce_evict_folios"},
+	{"folio_added", "pce_folio_added"},
+	{"folio_accessed", "pce_folio_accessed"},
+	{"folio_evicted", "pce_folio_evicted"},
+	{"admit_folio", "pce_admit_folio"},
+};
+
+/* ------------------------------------------------------------------ */
+/* libbpf messages: keep the last meaningful line for the one-line reason */
+/* ------------------------------------------------------------------ */
+
+static char last_libbpf_line[256];
+static bool verbose_libbpf;
+
+static int
+capture_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char		buf[1024];
+	char	   *line,
+			   *save = NULL;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (verbose_libbpf)
+		fputs(buf, stderr);
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+	{
+		/* skip the noise around verifier logs */
+		if (strspn(line, " -\t") == strlen(line) || strstr(line, "-- BEGIN") || strstr(line, "-- END") ||
+			strncmp(line, "processed ", 10) == 0)
+			continue;
+		snprintf(last_libbpf_line, sizeof(last_libbpf_line), "%s", line);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Kernel BTF                                                          */
+/* ------------------------------------------------------------------ */
+
+bool
+pce_kernel_has_cache_ext(char *why, size_t whylen)
+{
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	bool		found;
+
+	if (!vmlinux)
+	{
+		snprintf(why, whylen, "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux)");
+		return false;
+	}
+	found = btf__find_by_name_kind(vmlinux, "cache_ext_ops", BTF_KIND_STRUCT) >= 0;
+	snprintf(why, whylen, found ? "struct cache_ext_ops found in the kernel's BTF"
+			 : "no struct cache_ext_ops in the kernel's BTF");
+	btf__free(vmlinux);
+	return found;
+}
+
+/* Value of enumerator name in enum enum_name of the kernel's BTF, or -1. */
+static long long
+kernel_enum_value(const struct btf *btf, const char *enum_name, const char *name)
+{
+	int			id = btf__find_by_name_kind(btf, enum_name, BTF_KIND_ENUM);
+	const struct btf_type *t;
+	const struct btf_enum *e;
+
+	if (id < 0)
+		return -1;
+	t = btf__type_by_id(btf, id);
+	e = btf_enum(t);
+	for (int i = 0; i < btf_vlen(t); i++, e++)
+		if (strcmp(btf__name_by_offset(btf, e->name_off), name) == 0)
+			return e->val;
+	return -1;
+}
+
+/* Byte offset of member name in struct type_id, or -1. */
+static long
+member_offset(const struct btf *btf, int type_id, const char *name)
+{
+	const struct btf_type *t = btf__type_by_id(btf, type_id);
+	const struct btf_member *m = btf_members(t);
+
+	for (int i = 0; i < btf_vlen(t); i++, m++)
+		if (strcmp(btf__name_by_offset(btf, m->name_off), name) == 0)
+			return btf_member_bit_offset(t, i) / 8;
+	return -1;
+}
+
+/*
+ * Build the value of the struct_ops map as the running kernel lays it out
+ * (struct bpf_struct_ops_cache_ext_ops { refcnt; state; struct cache_ext_ops data; })
+ * with each callback member holding its program's fd, and write it.
+ */
+static int
+write_struct_ops_value(const struct btf *btf, struct policy_bpf *skel, char *why, size_t whylen)
+{
+	int			value_id = btf__find_by_name_kind(btf, "bpf_struct_ops_cache_ext_ops", BTF_KIND_STRUCT);
+	int			ops_id = btf__find_by_name_kind(btf, "cache_ext_ops", BTF_KIND_STRUCT);
+	long		data_off,
+				size;
+	char	   *value;
+	__u32		zero = 0;
+	int			err;
+
+	if (value_id < 0 || ops_id < 0)
+	{
+		snprintf(why, whylen, "kernel BTF lacks struct bpf_struct_ops_cache_ext_ops");
+		return -ENOENT;
+	}
+	data_off = member_offset(btf, value_id, "data");
+	size = btf__resolve_size(btf, value_id);
+	if (data_off < 0 || size <= 0)
+	{
+		snprintf(why, whylen, "unexpected layout of struct bpf_struct_ops_cache_ext_ops");
+		return -EINVAL;
+	}
+	value = calloc(1, size);
+	if (!value)
+		return -ENOMEM;
+	for (size_t i = 0; i < sizeof(policy_members) / sizeof(policy_members[0]); i++)
+	{
+		long		moff = member_offset(btf, ops_id, policy_members[i].member);
+		struct bpf_program *prog = bpf_object__find_program_by_name(skel->obj, policy_members[i].prog);
+
+		if (moff < 0)
+		{
+			/* a kernel without this callback: leave it out */
+			continue;
+		}
+		if (!prog || bpf_program__fd(prog) < 0)
+		{
+			snprintf(why, whylen, "program %s missing from the policy object", policy_members[i].prog);
+			free(value);
+			return -ENOENT;
+		}
+		*(unsigned long *) (value + data_off + moff) = bpf_program__fd(prog);
+	}
+	err = bpf_map_update_elem(bpf_map__fd(skel->maps.pce_policy_ops), &zero, value, 0);
+	if (err)
+	{
+		err = -errno;
+		snprintf(why, whylen, "cannot write the struct_ops value: %s", strerror(-err));
+	}
+	free(value);
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* cgroup checks                                                       */
+/* ------------------------------------------------------------------ */
+
+static int
+open_cgroup_v2(const char *cgroup_path, char *why, size_t whylen)
+{
+	struct statfs st;
+	int			fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot open cgroup \"%s\": %s", cgroup_path, strerror(-err));
+		return err;
+	}
+	if (fstatfs(fd, &st) != 0 || st.f_type != CGROUP2_SUPER_MAGIC)
+	{
+		close(fd);
+		snprintf(why, whylen, "\"%s\" is not a cgroup v2 directory (cache_ext needs cgroup v2; cgroup v1 only?)",
+				 cgroup_path);
+		return -EMEDIUMTYPE;
+	}
+	return fd;
+}
+
+/*
+ * The research kernel allocates its per-cgroup folio index (and so calls a
+ * policy at all) only for memory cgroups whose name starts with "cache_ext"
+ * (mem_cgroup_css_online() in its mm/memcontrol.c).  A link on any other
+ * cgroup is accepted but the policy never runs.
+ */
+#define PCE_CGROUP_NAME_PREFIX "cache_ext"
+
+static bool
+cgroup_name_enables_cache_ext(const char *cgroup_path)
+{
+	char		copy[4096];
+	char	   *end,
+			   *base;
+
+	snprintf(copy, sizeof(copy), "%s", cgroup_path);
+	end = copy + strlen(copy);
+	while (end > copy + 1 && end[-1] == '/')
+		*--end = '\0';
+	base = strrchr(copy, '/');
+	base = base ? base + 1 : copy;
+	return strncmp(base, PCE_CGROUP_NAME_PREFIX, strlen(PCE_CGROUP_NAME_PREFIX)) == 0;
+}
+
+/* cgroup v2 id of a directory: its file handle (as the kernel's cgroup_id()). */
+static __u64
+cgroup_id_of(const char *cgroup_path)
+{
+	union
+	{
+		struct file_handle fh;
+		char		buf[sizeof(struct file_handle) + 64];
+	}			h;
+	__u64		id;
+	int			mount_id;
+
+	memset(&h, 0, sizeof(h));
+	h.fh.handle_bytes = 64;
+	if (name_to_handle_at(AT_FDCWD, cgroup_path, &h.fh, &mount_id, 0) != 0 ||
+		h.fh.handle_bytes < sizeof(id))
+		return 0;
+	memcpy(&id, h.fh.f_handle, sizeof(id));
+	return id;
+}
+
+/*
+ * Does some cache_ext link already serve this cgroup?  The research kernel
+ * does not refuse a second link on a cgroup (it silently replaces the
+ * first, and the first one's teardown would then free the second one's
+ * lists), so look before attaching.  The link info of a cache_ext link has
+ * { __u64 cgroup_id; __u32 map_id; } right after type, id and prog_id.
+ */
+static __u32
+existing_cache_ext_link(const struct btf *btf, __u64 cgid)
+{
+	long long	link_type = kernel_enum_value(btf, "bpf_link_type", "BPF_LINK_TYPE_CACHE_EXT_OPS");
+	__u32		id = 0;
+
+	if (link_type < 0 || cgid == 0)
+		return 0;
+	while (bpf_link_get_next_id(id, &id) == 0)
+	{
+		unsigned char info[256];
+		__u32		len = sizeof(info),
+					type;
+		__u64		link_cgid;
+		int			fd = bpf_link_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;
+		memset(info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, info, &len) != 0)
+		{
+			close(fd);
+			continue;
+		}
+		memcpy(&type, info, sizeof(type));
+		memcpy(&link_cgid, info + 16, sizeof(link_cgid));
+		if (type == (__u32) link_type && link_cgid == cgid)
+		{
+			close(fd);
+			return id;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pins                                                                */
+/* ------------------------------------------------------------------ */
+
+static void
+give_pin_to_group(const char *path)
+{
+	struct group *gr = getgrnam(PCE_PIN_GROUP);
+
+	if (chown(path, 0, gr ? gr->gr_gid : 0) != 0 || chmod(path, 0660) != 0)
+		fprintf(stderr, "pg_cache_ext_loader: warning: cannot set owner/mode of \"%s\": %s\n",
+				path, strerror(errno));
+}
+
+static int
+pin_fd(int fd, const char *pin_dir, const char *name, char *why, size_t whylen)
+{
+	char		path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
+	if (bpf_obj_pin(fd, path) != 0)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot pin \"%s\": %s", path, strerror(-err));
+		return err;
+	}
+	give_pin_to_group(path);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attach / detach                                                     */
+/* ------------------------------------------------------------------ */
+
+int
+pce_attach_policy(const char *pin_dir, const char *cgroup_path, char *why, size_t whylen)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pin_dir);
+	struct policy_bpf *skel = NULL;
+	struct btf *btf = NULL;
+	libbpf_print_fn_t old_print;
+	char		path[4096];
+	long long	attach_type;
+	__u32		other;
+	int			cgroup_fd,
+				link_fd = -1,
+				err;
+
+	verbose_libbpf = getenv("PCE_LIBBPF_VERBOSE") != NULL;
+	snprintf(why, whylen, "unknown error");
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_POLICY_LINK);
+	if (access(path, F_OK) == 0)
+	{
+		snprintf(why, whylen, "a policy link is already pinned at %s (detach it first)", path);
+		return -EEXIST;
+	}
+
+	btf = btf__load_vmlinux_btf();
+	if (!btf || btf__find_by_name_kind(btf, "cache_ext_ops", BTF_KIND_STRUCT) < 0)
+	{
+		snprintf(why, whylen, "the running kernel has no cache_ext (no struct cache_ext_ops in its BTF)");
+		btf__free(btf);
+		return -EOPNOTSUPP;
+	}
+	attach_type = kernel_enum_value(btf, "bpf_attach_type", "BPF_CACHE_EXT_OPS");
+	if (attach_type < 0)
+	{
+		snprintf(why, whylen, "kernel BTF has cache_ext_ops but no BPF_CACHE_EXT_OPS attach type");
+		btf__free(btf);
+		return -EOPNOTSUPP;
+	}
+
+	cgroup_fd = open_cgroup_v2(cgroup_path, why, whylen);
+	if (cgroup_fd < 0)
+	{
+		btf__free(btf);
+		return cgroup_fd;
+	}
+	if (!cgroup_name_enables_cache_ext(cgroup_path))
+	{
+		snprintf(why, whylen, "cgroup %s: the cache_ext kernel only runs policies on cgroups whose name "
+				 "starts with \"%s\" (others are silently ignored); use such a child cgroup",
+				 cgroup_path, PCE_CGROUP_NAME_PREFIX);
+		err = -EINVAL;
+		goto out;
+	}
+	other = existing_cache_ext_link(btf, cgroup_id_of(cgroup_path));
+	if (other)
+	{
+		snprintf(why, whylen, "cgroup %s already has a cache_ext policy (link id %u)", cgroup_path, other);
+		err = -EEXIST;
+		goto out;
+	}
+
+	last_libbpf_line[0] = '\0';
+	old_print = libbpf_set_print(capture_libbpf);
+	skel = policy_bpf__open_opts(&oo);
+	if (!skel)
+	{
+		err = -errno;
+		libbpf_set_print(old_print);
+		snprintf(why, whylen, "cannot open the policy object: %s", last_libbpf_line[0] ? last_libbpf_line : strerror(-err));
+		goto out;
+	}
+	bpf_program__set_flags(skel->progs.pce_init,
+						   bpf_program__flags(skel->progs.pce_init) | BPF_F_SLEEPABLE);
+	bpf_map__set_map_flags(skel->maps.pce_policy_ops,
+						   bpf_map__map_flags(skel->maps.pce_policy_ops) | BPF_F_LINK);
+	err = policy_bpf__load(skel);
+	libbpf_set_print(old_print);
+	if (err)
+	{
+		snprintf(why, whylen, "the kernel rejected the policy: %s",
+				 last_libbpf_line[0] ? last_libbpf_line : strerror(-err));
+		goto out;
+	}
+
+	err = write_struct_ops_value(btf, skel, why, whylen);
+	if (err)
+		goto out;
+
+	/* The map outlives the link (see the header comment): pin it first. */
+	err = pin_fd(bpf_map__fd(skel->maps.pce_policy_ops), pin_dir, PCE_PIN_POLICY_MAP, why, whylen);
+	if (err == -EEXIST)
+	{
+		/* a stale map pin from an earlier policy without link: replace it */
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
+		unlink(path);
+		err = pin_fd(bpf_map__fd(skel->maps.pce_policy_ops), pin_dir, PCE_PIN_POLICY_MAP, why, whylen);
+	}
+	if (err)
+		goto out;
+
+	link_fd = bpf_link_create(bpf_map__fd(skel->maps.pce_policy_ops), cgroup_fd,
+							  (enum bpf_attach_type) attach_type, NULL);
+	if (link_fd < 0)
+	{
+		err = -errno;
+		if (err == -EEXIST || err == -EBUSY)
+			snprintf(why, whylen, "cgroup %s already has a cache_ext policy (%s)", cgroup_path, strerror(-err));
+		else if (err == -EINVAL)
+			snprintf(why, whylen, "the kernel refused the cache_ext link on %s (EINVAL: policy init failed, "
+					 "or no memory controller on this cgroup)", cgroup_path);
+		else
+			snprintf(why, whylen, "cannot attach the policy to %s: %s", cgroup_path, strerror(-err));
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
+		unlink(path);
+		goto out;
+	}
+	/* Pin at once: the link must not be freed by this process exiting. */
+	err = pin_fd(link_fd, pin_dir, PCE_PIN_POLICY_LINK, why, whylen);
+	if (err)
+		goto out;
+	snprintf(why, whylen, "cache_ext policy attached to %s (attach type %lld)", cgroup_path, attach_type);
+	err = 0;
+
+out:
+	if (link_fd >= 0)
+		close(link_fd);
+	policy_bpf__destroy(skel);
+	close(cgroup_fd);
+	btf__free(btf);
+	return err;
+}
+
+int
+pce_detach_policy(const char *pin_dir, char *why, size_t whylen)
+{
+	char		link_path[4096],
+				map_path[4096];
+	struct bpf_link_info info;
+	__u32		len = sizeof(info);
+	__u32		link_id = 0;
+	int			fd;
+
+	snprintf(link_path, sizeof(link_path), "%s/%s", pin_dir, PCE_PIN_POLICY_LINK);
+	snprintf(map_path, sizeof(map_path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
+
+	fd = bpf_obj_get(link_path);
+	if (fd >= 0)
+	{
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			link_id = info.id;
+		close(fd);
+	}
+	if (unlink(link_path) != 0 && errno != ENOENT)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot unpin \"%s\": %s", link_path, strerror(-err));
+		return err;
+	}
+	/* the link is gone now (unless someone else holds it): then the map */
+	if (unlink(map_path) != 0 && errno != ENOENT)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot unpin \"%s\": %s", map_path, strerror(-err));
+		return err;
+	}
+	if (link_id)
+		fprintf(stderr, "pg_cache_ext_loader: cache_ext policy link %u detached: the cgroup's page cache is "
+				"back under the kernel's LRU; the policy's scan/main lists and their ordering are freed "
+				"(cached pages stay cached, scan pages lose their evict-first status)\n", link_id);
+	snprintf(why, whylen, link_id ? "policy link %u detached" : "no policy link was pinned", link_id);
+	return 0;
+}

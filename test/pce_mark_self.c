@@ -1,0 +1,122 @@
+/*
+ * pce_mark_self.c
+ *		Test tool: read files sequentially, optionally marked as a scan, and
+ *		report how much of a file is resident in the page cache.
+ *
+ *   pce_mark_self [-p PIN_DIR] [-n PASSES] read FILE...
+ *		read every FILE PASSES times (default 1) with read(2); with -p, first
+ *		put this process's PID into PIN_DIR/scan_pids (reason PCE_REASON_TEST)
+ *		and remove it again at the end, like a PostgreSQL backend running a scan.
+ *   pce_mark_self resident FILE
+ *		print "<percent> <resident pages> <pages>" (mincore(2)).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+
+#include "pg_cache_ext.h"
+
+static int
+resident(const char *file)
+{
+	int			fd = open(file, O_RDONLY);
+	struct stat st;
+	long		page = sysconf(_SC_PAGESIZE);
+	size_t		pages,
+				in = 0;
+	unsigned char *vec;
+	void	   *addr;
+
+	if (fd < 0 || fstat(fd, &st) != 0)
+	{
+		perror(file);
+		return 1;
+	}
+	pages = (st.st_size + page - 1) / page;
+	if (pages == 0)
+	{
+		printf("100.0 0 0\n");
+		return 0;
+	}
+	addr = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	vec = malloc(pages);
+	if (addr == MAP_FAILED || !vec || mincore(addr, st.st_size, vec) != 0)
+	{
+		perror("mincore");
+		return 1;
+	}
+	for (size_t i = 0; i < pages; i++)
+		in += vec[i] & 1;
+	printf("%.1f %zu %zu\n", 100.0 * in / pages, in, pages);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *pin_dir = NULL;
+	int			passes = 1,
+				opt,
+				map_fd = -1;
+	__u32		pid = getpid();
+	static char buf[1 << 20];
+
+	while ((opt = getopt(argc, argv, "p:n:")) != -1)
+	{
+		if (opt == 'p')
+			pin_dir = optarg;
+		else if (opt == 'n')
+			passes = atoi(optarg);
+		else
+			return 2;
+	}
+	if (optind >= argc)
+	{
+		fprintf(stderr, "usage: pce_mark_self [-p PIN_DIR] [-n PASSES] read FILE... | resident FILE\n");
+		return 2;
+	}
+	if (strcmp(argv[optind], "resident") == 0 && optind + 1 < argc)
+		return resident(argv[optind + 1]);
+	if (strcmp(argv[optind], "read") != 0)
+		return 2;
+
+	if (pin_dir)
+	{
+		char		path[4096];
+		struct pce_scan_mark mark = {.reason = PCE_REASON_TEST};
+
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_SCAN_PIDS);
+		map_fd = bpf_obj_get(path);
+		if (map_fd < 0 || bpf_map_update_elem(map_fd, &pid, &mark, BPF_ANY) != 0)
+		{
+			fprintf(stderr, "pce_mark_self: cannot mark PID %u in %s: %s\n", pid, path, strerror(errno));
+			return 1;
+		}
+	}
+	for (int p = 0; p < passes; p++)
+		for (int i = optind + 1; i < argc; i++)
+		{
+			int			fd = open(argv[i], O_RDONLY);
+			ssize_t		n;
+
+			if (fd < 0)
+			{
+				perror(argv[i]);
+				return 1;
+			}
+			while ((n = read(fd, buf, sizeof(buf))) > 0)
+				;
+			close(fd);
+		}
+	if (map_fd >= 0)
+		bpf_map_delete_elem(map_fd, &pid);
+	return 0;
+}

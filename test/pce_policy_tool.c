@@ -1,0 +1,104 @@
+/*
+ * pce_policy_tool.c
+ *		Test tool around loader/policy.c, for the cache_ext lab test.
+ *
+ *   pce_policy_tool has-cache-ext
+ *   pce_policy_tool attach PIN_DIR CGROUP_DIR
+ *   pce_policy_tool detach PIN_DIR
+ *   pce_policy_tool knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS
+ *   pce_policy_tool stats PIN_DIR
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "pg_cache_ext.h"
+#include "policy.h"
+
+static const char *stat_names[] = {
+	"folios_added_scan", "folios_added_other", "events_lost", "folios_evicted_scan",
+	"folios_evicted_main", "folios_promoted", "evict_unfilled", "admit_bypassed", "folios_removed",
+};
+
+static int
+open_pin(const char *dir, const char *name)
+{
+	char		path[4096];
+	int			fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		perror(path);
+	return fd;
+}
+
+int
+main(int argc, char **argv)
+{
+	char		why[512] = "";
+	int			rc;
+
+	if (argc >= 2 && strcmp(argv[1], "has-cache-ext") == 0)
+	{
+		bool		has = pce_kernel_has_cache_ext(why, sizeof(why));
+
+		printf("%s: %s\n", has ? "yes" : "no", why);
+		return has ? 0 : 1;
+	}
+	if (argc == 4 && strcmp(argv[1], "attach") == 0)
+	{
+		rc = pce_attach_policy(argv[2], argv[3], why, sizeof(why));
+		printf("attach: %d: %s\n", rc, why);
+		return rc ? 1 : 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "detach") == 0)
+	{
+		rc = pce_detach_policy(argv[2], why, sizeof(why));
+		printf("detach: %d: %s\n", rc, why);
+		return rc ? 1 : 0;
+	}
+	if (argc == 7 && strcmp(argv[1], "knobs") == 0)
+	{
+		struct pce_knobs k = {.abi_version = PCE_ABI_VERSION};
+		__u32		zero = 0;
+		int			fd = open_pin(argv[2], PCE_PIN_KNOBS);
+
+		k.tracking = atoi(argv[3]);
+		k.promote_on_access = atoi(argv[4]);
+		k.scan_min_percent = atoi(argv[5]);
+		k.bypass_scan_reads = atoi(argv[6]);
+		if (fd < 0 || bpf_map_update_elem(fd, &zero, &k, BPF_ANY) != 0)
+		{
+			perror("knobs");
+			return 1;
+		}
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "stats") == 0)
+	{
+		int			fd = open_pin(argv[2], PCE_PIN_STATS);
+		int			ncpu = libbpf_num_possible_cpus();
+		__u64	   *vals = calloc(ncpu, sizeof(__u64));
+
+		if (fd < 0 || !vals)
+			return 1;
+		for (__u32 i = 0; i < PCE_STAT__COUNT && i < sizeof(stat_names) / sizeof(stat_names[0]); i++)
+		{
+			__u64		sum = 0;
+
+			if (bpf_map_lookup_elem(fd, &i, vals) == 0)
+				for (int c = 0; c < ncpu; c++)
+					sum += vals[c];
+			printf("%s %llu\n", stat_names[i], (unsigned long long) sum);
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: pce_policy_tool has-cache-ext | attach PIN_DIR CGROUP | detach PIN_DIR |"
+			" knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS | stats PIN_DIR\n");
+	return 2;
+}
