@@ -90,7 +90,7 @@ test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h
 
 all: $(BPF_OBJS) $(LOADER) $(TEST_TOOLS)
 
-$(OBJS): bpf/pg_cache_ext.h src/pg_cache_ext.h
+$(OBJS): bpf/pg_cache_ext.h src/pg_cache_ext_int.h
 
 install: install-loader
 install-loader: $(LOADER)

@@ -1,0 +1,360 @@
+/*-------------------------------------------------------------------------
+ *
+ * bpf_maps.c
+ *		Opening the maps the loader pinned for this cluster, and every
+ *		read/write the module does on them.
+ *
+ * The server never creates BPF objects: it only opens pins (group postgres,
+ * mode 0660) with bpf_obj_get(), which works without any capability.  Each
+ * process opens the maps lazily and keeps the descriptors; when a pin is
+ * replaced (the loader was rerun after --unload) the inode of the pin
+ * changes and the process reopens.  Failures never raise an error: they are
+ * remembered in a one-line reason that cache_ext_status() reports.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <linux/magic.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+
+#include "pg_cache_ext_int.h"
+
+typedef struct PceMap
+{
+	const char *name;
+	int			fd;
+	ino_t		ino;			/* inode of the pin when opened */
+} PceMap;
+
+static PceMap maps[] = {
+	{PCE_PIN_SCAN_PIDS, -1, 0},
+	{PCE_PIN_STATS, -1, 0},
+	{PCE_PIN_KNOBS, -1, 0},
+	{PCE_PIN_LOADER_INFO, -1, 0},
+};
+
+#define NUM_MAPS lengthof(maps)
+
+static PceMapsState state = PCE_MAPS_NOT_OPEN;
+static char error_reason[512];
+static TimestampTz last_attempt = 0;
+static int	last_attempt_pid = 0;
+
+const char *
+pce_pin_dir(void)
+{
+	static char dir[MAXPGPATH];
+
+	if (dir[0] == '\0')
+		snprintf(dir, sizeof(dir), "%s/" UINT64_FORMAT, pce_bpffs_dir, GetSystemIdentifier());
+	return dir;
+}
+
+void
+pce_maps_close(void)
+{
+	for (int i = 0; i < NUM_MAPS; i++)
+	{
+		if (maps[i].fd >= 0)
+			close(maps[i].fd);
+		maps[i].fd = -1;
+		maps[i].ino = 0;
+	}
+	state = PCE_MAPS_NOT_OPEN;
+}
+
+const char *
+pce_maps_error(void)
+{
+	if (state == PCE_MAPS_OK)
+		return NULL;
+	if (state == PCE_MAPS_NOT_OPEN)
+		return "maps not opened yet";
+	return error_reason;
+}
+
+/*
+ * Why can't we use the pin directory?  One line, for status and logs.
+ */
+static void
+diagnose(const char *path, int err)
+{
+	struct statfs fs;
+	struct stat st;
+	char		parent[MAXPGPATH];
+	char	   *slash;
+
+	strlcpy(parent, pce_bpffs_dir, sizeof(parent));
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent)
+		*slash = '\0';
+
+	if (statfs(parent, &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
+		snprintf(error_reason, sizeof(error_reason),
+				 "bpffs is not mounted at %s (mount -t bpf bpf %s, then run pg_cache_ext_loader)",
+				 parent, parent);
+	else if (stat(pce_pin_dir(), &st) != 0 && errno == ENOENT)
+		snprintf(error_reason, sizeof(error_reason),
+				 "pins missing: %s does not exist (the loader has not run for this cluster: "
+				 "pg_cache_ext_loader -D %s)", pce_pin_dir(), DataDir);
+	else if (err == EACCES || err == EPERM)
+		snprintf(error_reason, sizeof(error_reason),
+				 "permission denied on %s: pins must be group of the server's user with mode 0660 "
+				 "(rerun pg_cache_ext_loader)", path);
+	else if (err == ENOENT)
+		snprintf(error_reason, sizeof(error_reason),
+				 "pins missing: %s does not exist (rerun pg_cache_ext_loader)", path);
+	else
+		snprintf(error_reason, sizeof(error_reason), "cannot open %s: %s", path, strerror(err));
+}
+
+/*
+ * A pin anyone could open would let any local user mark processes or read
+ * what the cluster scans: refuse it.
+ */
+static bool
+pin_permissions_ok(const char *path, const struct stat *st)
+{
+	if (st->st_mode & (S_IROTH | S_IWOTH))
+	{
+		snprintf(error_reason, sizeof(error_reason),
+				 "refusing %s: mode %04o lets other users in; pins must be mode 0660 "
+				 "(rerun pg_cache_ext_loader)", path, (unsigned) (st->st_mode & 07777));
+		return false;
+	}
+	if (st->st_uid != 0 && st->st_uid != geteuid())
+	{
+		snprintf(error_reason, sizeof(error_reason),
+				 "refusing %s: owned by uid %u, not root or the server's user (rerun pg_cache_ext_loader)",
+				 path, (unsigned) st->st_uid);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Open every map, or reopen those whose pin changed.  Returns true when all
+ * maps are usable.  Without force, a failed attempt is retried at most once
+ * a second, so a missing loader costs nothing on the hot path.
+ */
+bool
+pce_maps_open(bool force)
+{
+	TimestampTz now;
+
+	if (last_attempt_pid != MyProcPid)
+	{
+		/* a new process (forked with our state): check again at once */
+		last_attempt_pid = MyProcPid;
+		last_attempt = 0;
+	}
+	now = GetCurrentTimestamp();
+
+	/*
+	 * Within a second of the last check, trust it.  After that, stat the
+	 * pins again, so that a reloaded or removed loader is noticed.
+	 */
+	if (!force && last_attempt != 0 &&
+		!TimestampDifferenceExceeds(last_attempt, now, 1000))
+		return state == PCE_MAPS_OK;
+	last_attempt = now;
+
+	for (int i = 0; i < NUM_MAPS; i++)
+	{
+		char		path[MAXPGPATH];
+		struct stat st;
+		int			fd;
+
+		snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), maps[i].name);
+		if (stat(path, &st) != 0)
+		{
+			diagnose(path, errno);
+			pce_maps_close();
+			state = PCE_MAPS_UNAVAILABLE;
+			return false;
+		}
+		if (!pin_permissions_ok(path, &st))
+		{
+			pce_maps_close();
+			state = PCE_MAPS_UNAVAILABLE;
+			return false;
+		}
+		if (maps[i].fd >= 0 && maps[i].ino == st.st_ino)
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+		{
+			diagnose(path, errno);
+			pce_maps_close();
+			state = PCE_MAPS_UNAVAILABLE;
+			return false;
+		}
+		if (maps[i].fd >= 0)
+			close(maps[i].fd);
+		maps[i].fd = fd;
+		maps[i].ino = st.st_ino;
+	}
+	state = PCE_MAPS_OK;
+	error_reason[0] = '\0';
+	return true;
+}
+
+int
+pce_map_fd(const char *name)
+{
+	for (int i = 0; i < NUM_MAPS; i++)
+		if (strcmp(maps[i].name, name) == 0)
+			return maps[i].fd;
+	return -1;
+}
+
+/* Returns 0, or an errno (E2BIG when the map is full). */
+int
+pce_map_update_mark(__u32 pid, const struct pce_scan_mark *mark)
+{
+	if (!pce_maps_open(false))
+		return ENODEV;
+	if (bpf_map_update_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid, mark, BPF_ANY) != 0)
+		return errno;
+	return 0;
+}
+
+int
+pce_map_delete_mark(__u32 pid)
+{
+	if (state != PCE_MAPS_OK)
+		return ENODEV;
+	if (bpf_map_delete_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid) != 0)
+		return errno;
+	return 0;
+}
+
+bool
+pce_map_has_mark(__u32 pid)
+{
+	struct pce_scan_mark mark;
+
+	if (!pce_maps_open(false))
+		return false;
+	return bpf_map_lookup_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid, &mark) == 0;
+}
+
+/* Sum the per-CPU counters into out[PCE_STAT__COUNT]. */
+bool
+pce_map_read_stats(uint64 *out)
+{
+	int			ncpu = libbpf_num_possible_cpus();
+	__u64	   *percpu;
+
+	memset(out, 0, sizeof(uint64) * PCE_STAT__COUNT);
+	if (ncpu <= 0 || !pce_maps_open(false))
+		return false;
+	percpu = palloc0(sizeof(__u64) * ncpu);
+	for (__u32 i = 0; i < PCE_STAT__COUNT; i++)
+	{
+		if (bpf_map_lookup_elem(pce_map_fd(PCE_PIN_STATS), &i, percpu) != 0)
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += percpu[c];
+	}
+	pfree(percpu);
+	return true;
+}
+
+bool
+pce_map_read_loader_info(struct pce_loader_info *out)
+{
+	__u32		key = 0;
+
+	if (!pce_maps_open(false))
+		return false;
+	if (bpf_map_lookup_elem(pce_map_fd(PCE_PIN_LOADER_INFO), &key, out) != 0)
+		return false;
+	out->reason[sizeof(out->reason) - 1] = '\0';
+	out->cgroup[sizeof(out->cgroup) - 1] = '\0';
+	return out->abi_version == PCE_ABI_VERSION;
+}
+
+/* Write the knobs from the current GUC values (worker, at start and reload). */
+bool
+pce_map_write_knobs(void)
+{
+	struct pce_knobs k;
+	__u32		key = 0;
+
+	if (!pce_maps_open(false))
+		return false;
+	memset(&k, 0, sizeof(k));
+	k.abi_version = PCE_ABI_VERSION;
+	k.tracking = pce_mode != PCE_MODE_OFF;
+	k.promote_on_access = pce_promote_on_access;
+	k.scan_min_percent = pce_scan_min_percent;
+	k.bypass_scan_reads = pce_bypass_scan_reads;
+	return bpf_map_update_elem(pce_map_fd(PCE_PIN_KNOBS), &key, &k, BPF_ANY) == 0;
+}
+
+/* Does the running kernel have cache_ext?  Parsing BTF is slow: cache it. */
+bool
+pce_kernel_has_cache_ext(void)
+{
+	static int	cached = -1;
+
+	if (cached < 0)
+	{
+		struct btf *vmlinux = btf__load_vmlinux_btf();
+
+		cached = vmlinux &&
+			btf__find_by_name_kind(vmlinux, "cache_ext_ops", BTF_KIND_STRUCT) >= 0;
+		if (vmlinux)
+			btf__free(vmlinux);
+	}
+	return cached == 1;
+}
+
+/*
+ * Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
+ * since boot.  With the PID it identifies a process for good.  0 if gone.
+ */
+uint64
+pce_proc_start_ticks(int pid)
+{
+	char		path[64];
+	char		buf[1024];
+	int			fd;
+	ssize_t		n;
+	char	   *p;
+	int			field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* the command name may hold spaces and parentheses: skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* after ')' comes field 3 (state); we want field 22 */
+	for (field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return 0;
+	return strtoull(p + 1, NULL, 10);
+}

@@ -1,0 +1,435 @@
+/*-------------------------------------------------------------------------
+ *
+ * classify.c
+ *		Deciding which statements are scans: executor and utility hooks.
+ *
+ * A statement marks its backend when
+ *	- its plan reads, by SeqScan, BitmapHeapScan or TidRangeScan, relations
+ *	  whose blocks add up to more than pg_cache_ext.scan_threshold (checked
+ *	  at ExecutorStart, so parallel workers, which run their own
+ *	  ExecutorStart, are marked too);
+ *	- it is a utility command listed in pg_cache_ext.scan_commands (VACUUM,
+ *	  ANALYZE, CREATE INDEX, REINDEX, CLUSTER, REFRESH MATERIALIZED VIEW,
+ *	  COPY ... TO);
+ *	- the session says so: SET pg_cache_ext.scan = on (and never with off).
+ *
+ * Statements nest (functions, cursors, COPY (query) TO): the backend stays
+ * marked until the outermost marking statement ends.  Each marking
+ * statement pushes a frame; the mark is dropped when the last frame is
+ * popped, at ExecutorEnd or when the utility command returns.  Frames left
+ * behind by an error are popped by the (sub)transaction abort callbacks,
+ * and the mark is dropped at backend exit in any case (registry.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/executor.h"
+#include "nodes/nodeFuncs.h"
+#include "storage/bufmgr.h"
+#include "tcop/utility.h"
+#include "utils/rel.h"
+#include "utils/varlena.h"
+
+#include "pg_cache_ext_int.h"
+
+/* Bits of pg_cache_ext.scan_commands */
+#define CMD_VACUUM			0x01
+#define CMD_ANALYZE			0x02
+#define CMD_CREATE_INDEX	0x04
+#define CMD_REINDEX			0x08
+#define CMD_CLUSTER			0x10
+#define CMD_REFRESH_MATVIEW 0x20
+#define CMD_COPY_TO			0x40
+#define CMD_ALL				0x7f
+
+static const struct
+{
+	const char *name;
+	int			bit;
+}			scan_command_names[] = {
+	{"vacuum", CMD_VACUUM},
+	{"analyze", CMD_ANALYZE},
+	{"create_index", CMD_CREATE_INDEX},
+	{"reindex", CMD_REINDEX},
+	{"cluster", CMD_CLUSTER},
+	{"refresh_matview", CMD_REFRESH_MATVIEW},
+	{"copy_to", CMD_COPY_TO},
+	{"all", CMD_ALL},
+	{"none", 0},
+};
+
+const char *const pce_reason_names[PCE_REASON__COUNT] = {
+	[PCE_REASON_NONE] = "none",
+	[PCE_REASON_SEQSCAN] = "seqscan",
+	[PCE_REASON_VACUUM] = "vacuum",
+	[PCE_REASON_ANALYZE] = "analyze",
+	[PCE_REASON_CREATE_INDEX] = "create_index",
+	[PCE_REASON_REINDEX] = "reindex",
+	[PCE_REASON_CLUSTER] = "cluster",
+	[PCE_REASON_REFRESH_MATVIEW] = "refresh_matview",
+	[PCE_REASON_COPY_TO] = "copy_to",
+	[PCE_REASON_AUTOVACUUM] = "autovacuum",
+	[PCE_REASON_BASEBACKUP] = "basebackup",
+	[PCE_REASON_SESSION] = "session",
+	[PCE_REASON_TEST] = "test",
+};
+
+/*
+ * One marking statement.  key identifies it for its end (the QueryDesc for
+ * executor frames, NULL for utility frames, which end in the same C frame);
+ * nest_level lets a subtransaction abort pop only its own frames.
+ */
+typedef struct MarkFrame
+{
+	const void *key;
+	int			nest_level;
+} MarkFrame;
+
+#define MAX_FRAMES 64
+
+static MarkFrame frames[MAX_FRAMES];
+static int	nframes = 0;
+static int	overflow_frames = 0;	/* frames beyond MAX_FRAMES, counted only */
+
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/*
+ * Parse a scan_commands list into a bit mask; -1 on error with *bad set to
+ * the offending word (or NULL for a syntax error).  Used by the GUC's check
+ * hook, so it must not throw.
+ */
+int
+pce_parse_scan_commands(const char *value, char **bad)
+{
+	char	   *copy;
+	List	   *words;
+	ListCell   *lc;
+	int			mask = 0;
+
+	*bad = NULL;
+	if (value == NULL)
+		return 0;
+	copy = pstrdup(value);
+	if (!SplitIdentifierString(copy, ',', &words))
+	{
+		pfree(copy);
+		list_free(words);
+		return -1;
+	}
+	foreach(lc, words)
+	{
+		const char *word = (const char *) lfirst(lc);
+		bool		found = false;
+
+		for (int i = 0; i < lengthof(scan_command_names); i++)
+		{
+			if (pg_strcasecmp(word, scan_command_names[i].name) == 0)
+			{
+				mask |= scan_command_names[i].bit;
+				found = true;
+				break;
+			}
+		}
+		if (!found)
+		{
+			/* GUC_check_errdetail copies the string, but it must outlive copy */
+			*bad = pstrdup(word);
+			mask = -1;
+			break;
+		}
+	}
+	list_free(words);
+	pfree(copy);
+	return mask;
+}
+
+static void
+push_frame(const void *key, enum pce_reason reason, Oid relid)
+{
+	if (nframes == 0 && overflow_frames == 0)
+		pce_mark_self(reason, relid);
+	if (nframes < MAX_FRAMES)
+	{
+		frames[nframes].key = key;
+		frames[nframes].nest_level = GetCurrentTransactionNestLevel();
+		nframes++;
+	}
+	else
+		overflow_frames++;
+}
+
+static void
+pop_frame(const void *key)
+{
+	if (overflow_frames > 0)
+		overflow_frames--;
+	else
+	{
+		for (int i = nframes - 1; i >= 0; i--)
+		{
+			if (frames[i].key == key)
+			{
+				memmove(&frames[i], &frames[i + 1], sizeof(MarkFrame) * (nframes - i - 1));
+				nframes--;
+				break;
+			}
+		}
+	}
+	if (nframes == 0 && overflow_frames == 0)
+		pce_unmark_self();
+}
+
+static bool
+has_frame(const void *key)
+{
+	for (int i = nframes - 1; i >= 0; i--)
+		if (frames[i].key == key)
+			return true;
+	return false;
+}
+
+static void
+pop_all_frames(void)
+{
+	nframes = 0;
+	overflow_frames = 0;
+	pce_unmark_self();
+}
+
+/* ---- plan-based rule ---- */
+
+typedef struct ScanSize
+{
+	BlockNumber total_blocks;
+	BlockNumber largest_blocks;
+	Oid			largest_relid;
+} ScanSize;
+
+static bool
+scan_size_walker(PlanState *ps, ScanSize *size)
+{
+	if (ps == NULL)
+		return false;
+	switch (nodeTag(ps))
+	{
+		case T_SeqScanState:
+		case T_BitmapHeapScanState:
+		case T_TidRangeScanState:
+			{
+				Relation	rel = ((ScanState *) ps)->ss_currentRelation;
+
+				if (rel && RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
+				{
+					BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+
+					size->total_blocks += nblocks;
+					if (nblocks >= size->largest_blocks)
+					{
+						size->largest_blocks = nblocks;
+						size->largest_relid = RelationGetRelid(rel);
+					}
+				}
+				break;
+			}
+		default:
+			break;
+	}
+	return planstate_tree_walker(ps, scan_size_walker, size);
+}
+
+static void
+pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+
+	if (pce_mode == PCE_MODE_OFF || pce_session_scan == PCE_SCAN_OFF ||
+		(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		return;
+
+	if (pce_session_scan == PCE_SCAN_ON)
+	{
+		push_frame(queryDesc, PCE_REASON_SESSION, InvalidOid);
+		return;
+	}
+	if (pce_scan_threshold < 0 || queryDesc->planstate == NULL)
+		return;
+
+	{
+		ScanSize	size = {0, 0, InvalidOid};
+
+		scan_size_walker(queryDesc->planstate, &size);
+		/* 0 marks every scan; otherwise the scans must exceed the threshold */
+		if (size.largest_relid != InvalidOid &&
+			(pce_scan_threshold == 0 ||
+			 size.total_blocks > (BlockNumber) pce_scan_threshold))
+			push_frame(queryDesc, PCE_REASON_SEQSCAN, size.largest_relid);
+	}
+}
+
+static void
+pce_ExecutorEnd(QueryDesc *queryDesc)
+{
+	if (nframes > 0 && has_frame(queryDesc))
+		pop_frame(queryDesc);
+
+	if (prev_ExecutorEnd)
+		prev_ExecutorEnd(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+}
+
+/* ---- utility commands ---- */
+
+static Oid
+rangevar_relid(RangeVar *rv)
+{
+	if (rv == NULL)
+		return InvalidOid;
+	return RangeVarGetRelid(rv, NoLock, true);
+}
+
+/* Which reason (if any) makes this utility statement a scan? */
+static enum pce_reason
+utility_reason(Node *parsetree, Oid *relid)
+{
+	*relid = InvalidOid;
+	switch (nodeTag(parsetree))
+	{
+		case T_VacuumStmt:
+			{
+				VacuumStmt *stmt = (VacuumStmt *) parsetree;
+
+				if (stmt->rels != NIL)
+					*relid = rangevar_relid(((VacuumRelation *) linitial(stmt->rels))->relation);
+				if (stmt->is_vacuumcmd)
+					return (pce_scan_commands_mask & CMD_VACUUM) ? PCE_REASON_VACUUM : PCE_REASON_NONE;
+				return (pce_scan_commands_mask & CMD_ANALYZE) ? PCE_REASON_ANALYZE : PCE_REASON_NONE;
+			}
+		case T_IndexStmt:
+			*relid = rangevar_relid(((IndexStmt *) parsetree)->relation);
+			return (pce_scan_commands_mask & CMD_CREATE_INDEX) ? PCE_REASON_CREATE_INDEX : PCE_REASON_NONE;
+		case T_ReindexStmt:
+			*relid = rangevar_relid(((ReindexStmt *) parsetree)->relation);
+			return (pce_scan_commands_mask & CMD_REINDEX) ? PCE_REASON_REINDEX : PCE_REASON_NONE;
+		case T_ClusterStmt:
+			*relid = rangevar_relid(((ClusterStmt *) parsetree)->relation);
+			return (pce_scan_commands_mask & CMD_CLUSTER) ? PCE_REASON_CLUSTER : PCE_REASON_NONE;
+		case T_RefreshMatViewStmt:
+			*relid = rangevar_relid(((RefreshMatViewStmt *) parsetree)->relation);
+			return (pce_scan_commands_mask & CMD_REFRESH_MATVIEW) ? PCE_REASON_REFRESH_MATVIEW : PCE_REASON_NONE;
+		case T_CopyStmt:
+			{
+				CopyStmt   *stmt = (CopyStmt *) parsetree;
+
+				if (stmt->is_from)
+					return PCE_REASON_NONE;
+				*relid = rangevar_relid(stmt->relation);
+				return (pce_scan_commands_mask & CMD_COPY_TO) ? PCE_REASON_COPY_TO : PCE_REASON_NONE;
+			}
+		default:
+			return PCE_REASON_NONE;
+	}
+}
+
+static void
+pce_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+				   bool readOnlyTree, ProcessUtilityContext context,
+				   ParamListInfo params, QueryEnvironment *queryEnv,
+				   DestReceiver *dest, QueryCompletion *qc)
+{
+	enum pce_reason reason = PCE_REASON_NONE;
+	Oid			relid = InvalidOid;
+	static const char utility_key;	/* utility frames share one key */
+
+	if (pce_mode != PCE_MODE_OFF && pce_session_scan != PCE_SCAN_OFF)
+	{
+		reason = utility_reason(pstmt->utilityStmt, &relid);
+		if (reason == PCE_REASON_NONE && pce_session_scan == PCE_SCAN_ON &&
+			(IsA(pstmt->utilityStmt, VacuumStmt) || IsA(pstmt->utilityStmt, IndexStmt) ||
+			 IsA(pstmt->utilityStmt, ReindexStmt) || IsA(pstmt->utilityStmt, ClusterStmt) ||
+			 IsA(pstmt->utilityStmt, RefreshMatViewStmt) || IsA(pstmt->utilityStmt, CopyStmt)))
+			reason = PCE_REASON_SESSION;
+	}
+
+	if (reason == PCE_REASON_NONE)
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+		return;
+	}
+
+	push_frame(&utility_key, reason, relid);
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		/* VACUUM commits internally, so the abort callbacks may have run */
+		if (has_frame(&utility_key))
+			pop_frame(&utility_key);
+	}
+	PG_END_TRY();
+}
+
+/* ---- cleanup on (sub)transaction end ---- */
+
+static void
+pce_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			pop_all_frames();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+pce_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	int			level;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB || nframes == 0)
+		return;
+	/* frames opened inside the aborted subtransaction will never be popped */
+	level = GetCurrentTransactionNestLevel();
+	while (nframes > 0 && frames[nframes - 1].nest_level >= level)
+		nframes--;
+	if (nframes == 0 && overflow_frames == 0)
+		pce_unmark_self();
+}
+
+void
+pce_classify_init(void)
+{
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = pce_ExecutorStart;
+	prev_ExecutorEnd = ExecutorEnd_hook;
+	ExecutorEnd_hook = pce_ExecutorEnd;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = pce_ProcessUtility;
+	RegisterXactCallback(pce_xact_callback, NULL);
+	RegisterSubXactCallback(pce_subxact_callback, NULL);
+}

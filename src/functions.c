@@ -1,0 +1,451 @@
+/*-------------------------------------------------------------------------
+ *
+ * functions.c
+ *		SQL-callable functions of pg_cache_ext.
+ *
+ *	cache_ext_status()				what is in force, and why
+ *	cache_ext_stats()				counters, from the BPF side and from ours
+ *	cache_ext_stats_reset()			reset our counters (superuser, or granted)
+ *	cache_ext_scans()				backends marked now
+ *	cache_ext_relation_cache(rel)	how much of a relation is in the page cache
+ *
+ * None of these raise an error because the BPF side is missing: they
+ * report it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "access/relation.h"
+#include "common/relpath.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "pg_cache_ext_int.h"
+
+PG_FUNCTION_INFO_V1(cache_ext_status);
+PG_FUNCTION_INFO_V1(cache_ext_stats);
+PG_FUNCTION_INFO_V1(cache_ext_stats_reset);
+PG_FUNCTION_INFO_V1(cache_ext_scans);
+PG_FUNCTION_INFO_V1(cache_ext_relation_cache);
+
+static const char *const bpf_stat_names[PCE_STAT__COUNT] = {
+	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan",
+	[PCE_STAT_FOLIOS_ADDED_OTHER] = "folios_added_other",
+	[PCE_STAT_EVENTS_LOST] = "records_lost",
+	[PCE_STAT_FOLIOS_EVICTED_SCAN] = "folios_evicted_scan",
+	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main",
+	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted",
+	[PCE_STAT_EVICT_UNFILLED] = "evict_requests_unfilled",
+	[PCE_STAT_ADMIT_BYPASSED] = "reads_bypassed",
+	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed",
+};
+
+static const char *const ustat_names[PCE_USTAT__COUNT] = {
+	[PCE_USTAT_MARKS] = "marks",
+	[PCE_USTAT_UNMARKS] = "unmarks",
+	[PCE_USTAT_STALE_REMOVED] = "stale_marks_removed",
+	[PCE_USTAT_MAP_FULL] = "map_full",
+	[PCE_USTAT_MAP_ERRORS] = "map_errors",
+	[PCE_USTAT_EVENTS_READ] = "records_read",
+	[PCE_USTAT_EXTENTS_DROPPED] = "extents_dropped",
+	[PCE_USTAT_BYTES_DROPPED] = "bytes_dropped",
+	[PCE_USTAT_FILES_NOT_FOUND] = "files_not_found",
+	[PCE_USTAT_DROP_ERRORS] = "drop_errors",
+};
+
+static void
+put_text_row(ReturnSetInfo *rsinfo, const char *name, const char *value)
+{
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	values[0] = CStringGetTextDatum(name);
+	if (value)
+		values[1] = CStringGetTextDatum(value);
+	else
+		nulls[1] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+static void
+put_count_row(ReturnSetInfo *rsinfo, const char *name, uint64 value)
+{
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum((int64) value);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+static const char *
+mechanism_name(uint32 mech)
+{
+	switch (mech)
+	{
+		case PCE_MECH_STOCK:
+			return "stock";
+		case PCE_MECH_CACHE_EXT:
+			return "cache_ext";
+		default:
+			return "none";
+	}
+}
+
+static const char *
+mode_name(int mode)
+{
+	switch (mode)
+	{
+		case PCE_MODE_OFF:
+			return "off";
+		case PCE_MODE_STOCK:
+			return "stock";
+		case PCE_MODE_CACHE_EXT:
+			return "cache_ext";
+		default:
+			return "auto";
+	}
+}
+
+static int
+count_kernel_marks(void)
+{
+	int			fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
+	__u32		key,
+				next,
+			   *prev = NULL;
+	int			n = 0;
+
+	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0 && n < PCE_MAX_SCAN_PIDS)
+	{
+		n++;
+		key = next;
+		prev = &key;
+	}
+	return n;
+}
+
+/*
+ * cache_ext_status(): one row per fact, (name, value).
+ */
+Datum
+cache_ext_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	struct pce_loader_info info;
+	bool		maps_ok;
+	bool		have_info = false;
+	struct utsname uts;
+	char		buf[512];
+	const char *state;
+	const char *reason;
+	char		worker_status[256];
+	int			worker_pid;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	maps_ok = pce_maps_open(true);
+	if (maps_ok)
+		have_info = pce_map_read_loader_info(&info);
+
+	/* state and the reason for it */
+	if (pce_mode == PCE_MODE_OFF)
+	{
+		state = "idle";
+		reason = "pg_cache_ext.mode is off";
+	}
+	else if (!maps_ok)
+	{
+		state = "idle";
+		reason = pce_maps_error();
+	}
+	else if (!have_info || info.mechanism == PCE_MECH_NONE)
+	{
+		state = "idle";
+		reason = "the loader left no record of a mechanism (rerun pg_cache_ext_loader)";
+	}
+	else if ((pce_mode == PCE_MODE_STOCK && info.mechanism != PCE_MECH_STOCK) ||
+			 (pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
+	{
+		state = "idle";
+		snprintf(buf, sizeof(buf), "pg_cache_ext.mode = %s but the loader put %s in place",
+				 mode_name(pce_mode), mechanism_name(info.mechanism));
+		reason = pstrdup(buf);
+	}
+	else
+	{
+		state = "active";
+		reason = info.reason;
+	}
+
+	put_text_row(rsinfo, "state", state);
+	put_text_row(rsinfo, "reason", reason);
+	put_text_row(rsinfo, "mode", mode_name(pce_mode));
+	put_text_row(rsinfo, "mechanism",
+				 strcmp(state, "active") == 0 ? mechanism_name(info.mechanism) : "none");
+	uname(&uts);
+	put_text_row(rsinfo, "kernel", uts.release);
+	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_has_cache_ext() ? "yes" : "no");
+	if (maps_ok && have_info)
+	{
+		snprintf(buf, sizeof(buf), "reachable (pid %u, loaded at %s)", info.loader_pid,
+				 timestamptz_to_str(time_t_to_timestamptz((pg_time_t) info.loaded_at_unix)));
+		put_text_row(rsinfo, "loader", buf);
+	}
+	else
+		put_text_row(rsinfo, "loader", "not reachable");
+	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
+	put_text_row(rsinfo, "cgroup", have_info && info.cgroup[0] ? info.cgroup : NULL);
+	if (maps_ok)
+	{
+		snprintf(buf, sizeof(buf), "%d", count_kernel_marks());
+		put_text_row(rsinfo, "kernel_map_entries", buf);
+	}
+	else
+		put_text_row(rsinfo, "kernel_map_entries", NULL);
+
+	LWLockAcquire(pce_shared->lock, LW_SHARED);
+	strlcpy(worker_status, pce_shared->worker_status, sizeof(worker_status));
+	worker_pid = pce_shared->worker_pid;
+	LWLockRelease(pce_shared->lock);
+	snprintf(buf, sizeof(buf), "pid %d: %s", worker_pid, worker_status);
+	put_text_row(rsinfo, "worker", buf);
+
+#if PG_VERSION_NUM >= 180000
+	{
+		const char *io_method = GetConfigOption("io_method", true, false);
+
+		if (io_method && strcmp(io_method, "worker") == 0)
+			put_text_row(rsinfo, "warning",
+						 "io_method = worker: scan blocks are read by I/O workers, not by the "
+						 "marked backend; set io_method = io_uring or sync");
+	}
+#endif
+
+	return (Datum) 0;
+}
+
+/*
+ * cache_ext_stats(): (name, value) for every counter.
+ */
+Datum
+cache_ext_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	uint64		bpf_stats[PCE_STAT__COUNT];
+	char		name[64];
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	pce_map_read_stats(bpf_stats);
+	for (int i = 0; i < PCE_STAT__COUNT; i++)
+		put_count_row(rsinfo, bpf_stat_names[i], bpf_stats[i]);
+	for (int i = 0; i < PCE_USTAT__COUNT; i++)
+		put_count_row(rsinfo, ustat_names[i], pg_atomic_read_u64(&pce_shared->ustats[i]));
+	for (int i = 1; i < PCE_REASON__COUNT; i++)
+	{
+		snprintf(name, sizeof(name), "marks_%s", pce_reason_names[i]);
+		put_count_row(rsinfo, name, pg_atomic_read_u64(&pce_shared->marks_by_reason[i]));
+	}
+	LWLockAcquire(pce_shared->lock, LW_SHARED);
+	put_count_row(rsinfo, "extents_tracked", pce_shared->extents_tracked);
+	put_count_row(rsinfo, "bytes_tracked", pce_shared->bytes_tracked);
+	LWLockRelease(pce_shared->lock);
+	put_count_row(rsinfo, "budget_bytes", (uint64) pce_scan_budget_mb * 1024 * 1024);
+	return (Datum) 0;
+}
+
+/*
+ * cache_ext_stats_reset(): zero the module's counters.  The BPF counters
+ * are cumulative since the loader created the maps.
+ */
+Datum
+cache_ext_stats_reset(PG_FUNCTION_ARGS)
+{
+	for (int i = 0; i < PCE_USTAT__COUNT; i++)
+		pg_atomic_write_u64(&pce_shared->ustats[i], 0);
+	for (int i = 0; i < PCE_REASON__COUNT; i++)
+		pg_atomic_write_u64(&pce_shared->marks_by_reason[i], 0);
+	pce_shared->stats_reset = GetCurrentTimestamp();
+	PG_RETURN_TIMESTAMPTZ(pce_shared->stats_reset);
+}
+
+/*
+ * cache_ext_scans(): one row per marked process.
+ */
+Datum
+cache_ext_scans(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	PceScanSlot *copy;
+	int			nslots;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	nslots = pce_shared->nslots;
+	copy = palloc(sizeof(PceScanSlot) * nslots);
+	LWLockAcquire(pce_shared->lock, LW_SHARED);
+	memcpy(copy, pce_shared->slots, sizeof(PceScanSlot) * nslots);
+	LWLockRelease(pce_shared->lock);
+
+	for (int i = 0; i < nslots; i++)
+	{
+		Datum		values[6];
+		bool		nulls[6] = {0};
+		PceScanSlot *slot = &copy[i];
+
+		if (slot->pid == 0)
+			continue;
+		values[0] = Int32GetDatum(slot->pid);
+		values[1] = CStringGetTextDatum(slot->reason < PCE_REASON__COUNT ?
+										pce_reason_names[slot->reason] : "unknown");
+		values[2] = ObjectIdGetDatum(slot->relid);
+		nulls[2] = !OidIsValid(slot->relid);
+		values[3] = ObjectIdGetDatum(slot->dboid);
+		nulls[3] = !OidIsValid(slot->dboid);
+		values[4] = TimestampTzGetDatum(slot->since);
+		values[5] = BoolGetDatum(pce_map_has_mark((__u32) slot->pid));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* ---- relation residency ---- */
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+struct pce_cachestat_range
+{
+	uint64		off;
+	uint64		len;
+};
+
+struct pce_cachestat
+{
+	uint64		nr_cache;
+	uint64		nr_dirty;
+	uint64		nr_writeback;
+	uint64		nr_evicted;
+	uint64		nr_recently_evicted;
+};
+
+/*
+ * Cached and dirty pages of one open file: cachestat(2) where the kernel has
+ * it (6.5+), else mincore() on a mapping (no dirty count then).
+ */
+static bool
+file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)
+{
+	struct pce_cachestat_range range = {0, 0};
+	struct pce_cachestat cs;
+	long		pagesz = sysconf(_SC_PAGESIZE);
+
+	if (syscall(__NR_cachestat, fd, &range, &cs, 0) == 0)
+	{
+		*cached += cs.nr_cache * pagesz;
+		*dirty += cs.nr_dirty * pagesz;
+		*method = "cachestat";
+		return true;
+	}
+	if (size > 0)
+	{
+		size_t		npages = (size + pagesz - 1) / pagesz;
+		unsigned char *vec;
+		void	   *addr = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+
+		if (addr == MAP_FAILED)
+			return false;
+		vec = palloc(npages);
+		if (mincore(addr, size, vec) == 0)
+			for (size_t i = 0; i < npages; i++)
+				if (vec[i] & 1)
+					*cached += pagesz;
+		pfree(vec);
+		munmap(addr, size);
+	}
+	*method = "mincore";
+	return true;
+}
+
+Datum
+cache_ext_relation_cache(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	rel;
+	char	   *base;
+	uint64		total = 0,
+				cached = 0,
+				dirty = 0;
+	const char *method = "cachestat";
+	Datum		values[5];
+	bool		nulls[5] = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	rel = try_relation_open(relid, AccessShareLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rel->rd_rel->relkind),
+					   RelationGetRelationName(rel));
+	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation \"%s\" has no storage", RelationGetRelationName(rel))));
+
+	base = relpathbackend(rel->rd_node, rel->rd_backend, MAIN_FORKNUM);
+	for (int segno = 0;; segno++)
+	{
+		char		path[MAXPGPATH];
+		struct stat st;
+		int			fd;
+
+		if (segno == 0)
+			snprintf(path, sizeof(path), "%s/%s", DataDir, base);
+		else
+			snprintf(path, sizeof(path), "%s/%s.%d", DataDir, base, segno);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		if (fstat(fd, &st) == 0)
+		{
+			total += st.st_size;
+			file_residency(fd, st.st_size, &cached, &dirty, &method);
+		}
+		close(fd);
+	}
+	relation_close(rel, AccessShareLock);
+
+	values[0] = Int64GetDatum((int64) total);
+	values[1] = Int64GetDatum((int64) cached);
+	values[2] = Int64GetDatum((int64) dirty);
+	if (total > 0)
+		values[3] = Float8GetDatum((double) cached / (double) total);
+	else
+		nulls[3] = true;
+	values[4] = CStringGetTextDatum(method);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}

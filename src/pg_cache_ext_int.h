@@ -1,0 +1,163 @@
+/*-------------------------------------------------------------------------
+ *
+ * pg_cache_ext_int.h
+ *		Declarations shared by the files of the pg_cache_ext module.
+ *
+ * The module has four parts:
+ *	pg_cache_ext.c	_PG_init, every GUC, shared memory
+ *	bpf_maps.c		opening the pinned BPF maps and talking to them
+ *	registry.c		marking/unmarking PIDs (kernel map + shared-memory mirror)
+ *	classify.c		executor and utility hooks: what counts as a scan
+ *	worker.c		the background worker: stale marks, autovacuum and base
+ *					backup marks, knobs, and the stock-kernel evictor
+ *	evictor.c		stock-kernel evictor: scan folios kept within a budget
+ *	functions.c		the SQL-callable functions
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PG_CACHE_EXT_MODULE_H
+#define PG_CACHE_EXT_MODULE_H
+
+#include <linux/types.h>
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+
+#include "pg_cache_ext.h"		/* the BPF/C contract, in bpf/ */
+
+/* pg_cache_ext.mode */
+typedef enum PceMode
+{
+	PCE_MODE_OFF,
+	PCE_MODE_AUTO,
+	PCE_MODE_STOCK,
+	PCE_MODE_CACHE_EXT
+} PceMode;
+
+/* pg_cache_ext.scan */
+typedef enum PceSessionScan
+{
+	PCE_SCAN_AUTO,
+	PCE_SCAN_ON,
+	PCE_SCAN_OFF
+} PceSessionScan;
+
+/* GUCs (pg_cache_ext.c) */
+extern int	pce_mode;
+extern char *pce_bpffs_dir;
+extern int	pce_scan_threshold;
+extern char *pce_scan_commands;
+extern int	pce_scan_commands_mask;
+extern bool pce_mark_autovacuum;
+extern bool pce_mark_basebackup;
+extern int	pce_session_scan;
+extern int	pce_scan_budget_mb;
+extern int	pce_scan_max_age_s;
+extern bool pce_promote_on_access;
+extern int	pce_scan_min_percent;
+extern bool pce_bypass_scan_reads;
+
+/*
+ * Counters kept by the module itself (the BPF programs keep theirs in the
+ * stats map).  Names in pce_ustat_names[] in functions.c.
+ */
+typedef enum PceUstat
+{
+	PCE_USTAT_MARKS = 0,
+	PCE_USTAT_UNMARKS,
+	PCE_USTAT_STALE_REMOVED,
+	PCE_USTAT_MAP_FULL,
+	PCE_USTAT_MAP_ERRORS,
+	PCE_USTAT_EVENTS_READ,
+	PCE_USTAT_EXTENTS_DROPPED,
+	PCE_USTAT_BYTES_DROPPED,
+	PCE_USTAT_FILES_NOT_FOUND,
+	PCE_USTAT_DROP_ERRORS,
+	PCE_USTAT__COUNT
+} PceUstat;
+
+/* One marked backend, for cache_ext_scans(); indexed by pgprocno. */
+typedef struct PceScanSlot
+{
+	int			pid;			/* 0 when the slot is free */
+	uint32		reason;			/* enum pce_reason */
+	Oid			relid;
+	Oid			dboid;
+	TimestampTz since;
+	bool		in_kernel;		/* did the map update succeed? */
+} PceScanSlot;
+
+typedef struct PceShared
+{
+	LWLock	   *lock;			/* protects slots[] and the worker fields */
+	pg_atomic_uint64 ustats[PCE_USTAT__COUNT];
+	pg_atomic_uint64 marks_by_reason[PCE_REASON__COUNT];
+	TimestampTz stats_reset;
+	TimestampTz started;		/* server start (shared memory init) */
+	int			worker_pid;
+	uint64		extents_tracked;	/* evictor gauges, written by the worker */
+	uint64		bytes_tracked;
+	char		worker_status[256];
+	int			nslots;
+	PceScanSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} PceShared;
+
+extern PceShared *pce_shared;
+
+static inline void
+pce_count(PceUstat which, uint64 n)
+{
+	if (pce_shared)
+		pg_atomic_fetch_add_u64(&pce_shared->ustats[which], n);
+}
+
+/* bpf_maps.c */
+typedef enum PceMapsState
+{
+	PCE_MAPS_OK,
+	PCE_MAPS_NOT_OPEN,			/* not tried yet */
+	PCE_MAPS_UNAVAILABLE		/* tried; pce_maps_error says why */
+} PceMapsState;
+
+extern const char *pce_pin_dir(void);
+extern bool pce_maps_open(bool force);
+extern void pce_maps_close(void);
+extern const char *pce_maps_error(void);
+extern int	pce_map_fd(const char *name);
+extern int	pce_map_update_mark(__u32 pid, const struct pce_scan_mark *mark);
+extern int	pce_map_delete_mark(__u32 pid);
+extern bool pce_map_has_mark(__u32 pid);
+extern bool pce_map_read_stats(uint64 *out);
+extern bool pce_map_read_loader_info(struct pce_loader_info *out);
+extern bool pce_map_write_knobs(void);
+extern bool pce_kernel_has_cache_ext(void);
+extern uint64 pce_proc_start_ticks(int pid);
+
+/* registry.c */
+extern void pce_registry_init(void);
+extern bool pce_mark_self(enum pce_reason reason, Oid relid);
+extern void pce_unmark_self(void);
+extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid);
+extern void pce_unmark_other(int pid, int procno);
+extern int	pce_remove_stale_marks(void);
+extern bool pce_self_marked(void);
+
+/* classify.c */
+extern void pce_classify_init(void);
+extern int	pce_parse_scan_commands(const char *value, char **bad);
+extern const char *const pce_reason_names[PCE_REASON__COUNT];
+
+/* worker.c */
+extern void pce_worker_register(void);
+PGDLLEXPORT void pce_worker_main(Datum arg);
+
+/* evictor.c */
+extern bool pce_evictor_start(void);
+extern void pce_evictor_stop(void);
+extern int	pce_evictor_fd(void);
+extern void pce_evictor_poll(void);
+extern void pce_evictor_enforce(void);
+extern void pce_evictor_forget_all(void);
+
+#endif							/* PG_CACHE_EXT_MODULE_H */

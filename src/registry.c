@@ -1,0 +1,235 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry.c
+ *		Marking and unmarking PIDs as scanning.
+ *
+ * A mark is one update of the pinned scan-PID map (what the kernel side
+ * acts on) plus a slot in shared memory (what cache_ext_scans() shows).
+ * Nothing here ever raises an error: a missing loader or a full map only
+ * bumps a counter, because the database must never fail a query on our
+ * account.
+ *
+ * A backend undoes its own mark at statement end (classify.c), on abort
+ * (classify.c's transaction callbacks) and at exit (before_shmem_exit,
+ * which also runs on FATAL).  Marks of processes that died without running
+ * any of that (SIGKILL, a crash) are removed by the background worker,
+ * which compares each entry's process start time with the live process.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <errno.h>
+
+#include <bpf/bpf.h>
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/timestamp.h"
+
+#include "pg_cache_ext_int.h"
+
+static bool self_marked = false;
+static bool exit_callback_registered = false;
+
+static void
+fill_mark(struct pce_scan_mark *mark, int pid, enum pce_reason reason, Oid relid, Oid dboid)
+{
+	memset(mark, 0, sizeof(*mark));
+	mark->proc_start_ticks = pce_proc_start_ticks(pid);
+	mark->marked_at_us = (__u64) GetCurrentTimestamp();
+	mark->reason = reason;
+	mark->relid = relid;
+	mark->dboid = dboid;
+}
+
+/* Kernel map update with the failure accounted for; true if it is in. */
+static bool
+put_in_kernel_map(int pid, const struct pce_scan_mark *mark)
+{
+	int			err = pce_map_update_mark((__u32) pid, mark);
+
+	if (err == 0)
+		return true;
+	if (err == E2BIG)
+		pce_count(PCE_USTAT_MAP_FULL, 1);
+	else if (err != ENODEV)
+		pce_count(PCE_USTAT_MAP_ERRORS, 1);
+	return false;
+}
+
+static void
+set_slot(int procno, int pid, enum pce_reason reason, Oid relid, Oid dboid, bool in_kernel)
+{
+	PceScanSlot *slot;
+
+	if (!pce_shared || procno < 0 || procno >= pce_shared->nslots)
+		return;
+	slot = &pce_shared->slots[procno];
+	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+	slot->pid = pid;
+	slot->reason = reason;
+	slot->relid = relid;
+	slot->dboid = dboid;
+	slot->since = GetCurrentTimestamp();
+	slot->in_kernel = in_kernel;
+	LWLockRelease(pce_shared->lock);
+}
+
+static void
+clear_slot(int procno, int pid)
+{
+	PceScanSlot *slot;
+
+	if (!pce_shared || procno < 0 || procno >= pce_shared->nslots)
+		return;
+	slot = &pce_shared->slots[procno];
+	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+	if (slot->pid == pid)
+		slot->pid = 0;
+	LWLockRelease(pce_shared->lock);
+}
+
+static void
+unmark_at_exit(int code, Datum arg)
+{
+	pce_unmark_self();
+}
+
+void
+pce_registry_init(void)
+{
+	/* nothing to do at load time; callbacks are set up on first mark */
+}
+
+bool
+pce_self_marked(void)
+{
+	return self_marked;
+}
+
+/*
+ * Mark this process.  Idempotent: the first reason wins until unmarked.
+ */
+bool
+pce_mark_self(enum pce_reason reason, Oid relid)
+{
+	struct pce_scan_mark mark;
+	bool		in_kernel;
+
+	if (self_marked)
+		return true;
+	if (pce_mode == PCE_MODE_OFF || MyProc == NULL)
+		return false;
+
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(unmark_at_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
+
+	fill_mark(&mark, MyProcPid, reason, relid, MyDatabaseId);
+	in_kernel = put_in_kernel_map(MyProcPid, &mark);
+	set_slot(MyProc->pgprocno, MyProcPid, reason, relid, MyDatabaseId, in_kernel);
+	self_marked = true;
+	pce_count(PCE_USTAT_MARKS, 1);
+	if (pce_shared)
+		pg_atomic_fetch_add_u64(&pce_shared->marks_by_reason[reason], 1);
+	return in_kernel;
+}
+
+void
+pce_unmark_self(void)
+{
+	if (!self_marked)
+		return;
+	self_marked = false;
+	pce_map_delete_mark((__u32) MyProcPid);
+	if (MyProc)
+		clear_slot(MyProc->pgprocno, MyProcPid);
+	pce_count(PCE_USTAT_UNMARKS, 1);
+}
+
+/*
+ * Mark another process (the worker does this for autovacuum workers and
+ * WAL senders, which have no hook of ours to run).
+ */
+bool
+pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid)
+{
+	struct pce_scan_mark mark;
+	bool		in_kernel;
+
+	fill_mark(&mark, pid, reason, relid, dboid);
+	if (mark.proc_start_ticks == 0)
+		return false;			/* already gone */
+	in_kernel = put_in_kernel_map(pid, &mark);
+	set_slot(procno, pid, reason, relid, dboid, in_kernel);
+	pce_count(PCE_USTAT_MARKS, 1);
+	if (pce_shared)
+		pg_atomic_fetch_add_u64(&pce_shared->marks_by_reason[reason], 1);
+	return in_kernel;
+}
+
+void
+pce_unmark_other(int pid, int procno)
+{
+	pce_map_delete_mark((__u32) pid);
+	clear_slot(procno, pid);
+	pce_count(PCE_USTAT_UNMARKS, 1);
+}
+
+/*
+ * Remove marks whose process is gone or whose PID now belongs to another
+ * process; also free shared-memory slots of dead processes.  Returns how
+ * many kernel entries were removed.
+ */
+int
+pce_remove_stale_marks(void)
+{
+	int			fd;
+	__u32		key;
+	__u32		next;
+	__u32	   *prev = NULL;
+	__u32		stale[256];
+	int			nstale = 0;
+	int			removed = 0;
+
+	if (pce_maps_open(false))
+	{
+		fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
+		while (bpf_map_get_next_key(fd, prev, &next) == 0 && nstale < lengthof(stale))
+		{
+			struct pce_scan_mark mark;
+
+			if (bpf_map_lookup_elem(fd, &next, &mark) == 0 &&
+				pce_proc_start_ticks((int) next) != mark.proc_start_ticks)
+				stale[nstale++] = next;
+			key = next;
+			prev = &key;
+		}
+		for (int i = 0; i < nstale; i++)
+		{
+			if (bpf_map_delete_elem(fd, &stale[i]) == 0)
+				removed++;
+		}
+		if (removed > 0)
+			pce_count(PCE_USTAT_STALE_REMOVED, removed);
+	}
+
+	if (pce_shared)
+	{
+		LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < pce_shared->nslots; i++)
+		{
+			PceScanSlot *slot = &pce_shared->slots[i];
+
+			if (slot->pid != 0 && pce_proc_start_ticks(slot->pid) == 0)
+				slot->pid = 0;
+		}
+		LWLockRelease(pce_shared->lock);
+	}
+	return removed;
+}

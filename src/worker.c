@@ -1,0 +1,272 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The background worker: the unprivileged, long-running half of
+ *		pg_cache_ext inside the server.
+ *
+ * Every loop (at least every 100 ms, sooner when the tracker has records):
+ *	- reopen the pinned maps if the loader was rerun; write the knobs from
+ *	  the GUCs when the maps appear and after every reload;
+ *	- with the stock-kernel mechanism, drain the tracker's ring buffer and
+ *	  keep scan pages within budget (evictor.c);
+ *	- every 250 ms, remove marks of processes that are gone (SIGKILL,
+ *	  crash) and mark autovacuum workers and base-backup WAL senders, which
+ *	  run no hook of ours, while they do that work.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/backend_progress.h"
+#include "utils/backend_status.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "pg_cache_ext_int.h"
+
+#define LOOP_TIMEOUT_MS		100
+#define HOUSEKEEPING_MS		250
+#define MAX_BG_MARKS		64
+
+/* Background processes this worker has marked. */
+typedef struct BgMark
+{
+	int			pid;
+	int			procno;
+} BgMark;
+
+static BgMark bg_marks[MAX_BG_MARKS];
+static int	nbg_marks = 0;
+
+void
+pce_worker_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "pg_cache_ext", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "pce_worker_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "pg_cache_ext worker", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "pg_cache_ext worker", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+static void
+set_worker_status(const char *fmt,...) pg_attribute_printf(1, 2);
+
+static void
+set_worker_status(const char *fmt,...)
+{
+	char		buf[256];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+	if (strcmp(pce_shared->worker_status, buf) != 0)
+	{
+		strlcpy(pce_shared->worker_status, buf, sizeof(pce_shared->worker_status));
+		LWLockRelease(pce_shared->lock);
+		elog(LOG, "pg_cache_ext worker: %s", buf);
+		return;
+	}
+	LWLockRelease(pce_shared->lock);
+}
+
+/* Which reason, if any, should this background process be marked for? */
+static enum pce_reason
+background_reason(PgBackendStatus *be)
+{
+	if (pce_mode == PCE_MODE_OFF)
+		return PCE_REASON_NONE;
+	if (be->st_backendType == B_AUTOVAC_WORKER && pce_mark_autovacuum &&
+		(be->st_progress_command == PROGRESS_COMMAND_VACUUM ||
+		 be->st_progress_command == PROGRESS_COMMAND_ANALYZE))
+		return PCE_REASON_AUTOVACUUM;
+	if (be->st_backendType == B_WAL_SENDER && pce_mark_basebackup &&
+		be->st_progress_command == PROGRESS_COMMAND_BASEBACKUP)
+		return PCE_REASON_BASEBACKUP;
+	return PCE_REASON_NONE;
+}
+
+static int
+find_bg_mark(int pid)
+{
+	for (int i = 0; i < nbg_marks; i++)
+		if (bg_marks[i].pid == pid)
+			return i;
+	return -1;
+}
+
+/* Mark background processes that started such work, unmark those done. */
+static void
+mark_background_processes(void)
+{
+	int			n;
+	bool		still[MAX_BG_MARKS] = {0};
+
+	pgstat_clear_backend_activity_snapshot();
+	n = pgstat_fetch_stat_numbackends();
+	for (int i = 1; i <= n; i++)
+	{
+		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+		PgBackendStatus *be;
+		enum pce_reason reason;
+		int			idx;
+
+		if (!local)
+			continue;
+		be = &local->backendStatus;
+		reason = background_reason(be);
+		if (reason == PCE_REASON_NONE)
+			continue;
+		idx = find_bg_mark(be->st_procpid);
+		if (idx >= 0)
+		{
+			still[idx] = true;
+			continue;
+		}
+		if (nbg_marks < MAX_BG_MARKS)
+		{
+			PGPROC	   *proc = BackendPidGetProc(be->st_procpid);
+
+			if (!proc)
+				continue;
+			/* remembered even if the kernel map refused it, to unmark later */
+			pce_mark_other(be->st_procpid, proc->pgprocno, reason,
+						   be->st_progress_command_target, be->st_databaseid);
+			bg_marks[nbg_marks].pid = be->st_procpid;
+			bg_marks[nbg_marks].procno = proc->pgprocno;
+			still[nbg_marks] = true;
+			nbg_marks++;
+		}
+	}
+	for (int i = nbg_marks - 1; i >= 0; i--)
+	{
+		if (still[i])
+			continue;
+		pce_unmark_other(bg_marks[i].pid, bg_marks[i].procno);
+		bg_marks[i] = bg_marks[--nbg_marks];
+	}
+	pgstat_clear_backend_activity_snapshot();
+}
+
+/*
+ * Which mechanism is in force, given what the loader did and the mode?
+ * Returns the mechanism, or PCE_MECH_NONE with *why explaining.
+ */
+static enum pce_mechanism
+current_mechanism(const char **why)
+{
+	static struct pce_loader_info info;
+
+	*why = NULL;
+	if (pce_mode == PCE_MODE_OFF)
+	{
+		*why = "pg_cache_ext.mode is off";
+		return PCE_MECH_NONE;
+	}
+	if (!pce_maps_open(false))
+	{
+		*why = pce_maps_error();
+		return PCE_MECH_NONE;
+	}
+	if (!pce_map_read_loader_info(&info))
+	{
+		*why = "the loader's record is missing or from another version (rerun pg_cache_ext_loader)";
+		return PCE_MECH_NONE;
+	}
+	if ((pce_mode == PCE_MODE_STOCK && info.mechanism != PCE_MECH_STOCK) ||
+		(pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
+	{
+		*why = "pg_cache_ext.mode asks for a mechanism the loader did not put in place";
+		return PCE_MECH_NONE;
+	}
+	return (enum pce_mechanism) info.mechanism;
+}
+
+void
+pce_worker_main(Datum arg)
+{
+	TimestampTz last_housekeeping = 0;
+	bool		knobs_written = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+	pce_shared->worker_pid = MyProcPid;
+	LWLockRelease(pce_shared->lock);
+
+	for (;;)
+	{
+		const char *why;
+		enum pce_mechanism mech;
+		int			wait_fd;
+		int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+		TimestampTz now;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			knobs_written = false;
+		}
+
+		mech = current_mechanism(&why);
+		if (pce_maps_open(false) && !knobs_written)
+			knobs_written = pce_map_write_knobs();
+		if (!pce_maps_open(false))
+			knobs_written = false;
+
+		if (mech == PCE_MECH_STOCK)
+		{
+			if (pce_evictor_start())
+			{
+				pce_evictor_poll();
+				pce_evictor_enforce();
+				set_worker_status("stock-kernel evictor running (budget %d MB)", pce_scan_budget_mb);
+			}
+			else
+				set_worker_status("cannot open the tracker's ring buffer: %m");
+		}
+		else
+		{
+			pce_evictor_stop();
+			pce_evictor_forget_all();
+			if (mech == PCE_MECH_CACHE_EXT)
+				set_worker_status("cache_ext policy in the kernel; worker keeps knobs and marks");
+			else
+				set_worker_status("idle: %s", why ? why : "no mechanism");
+		}
+
+		now = GetCurrentTimestamp();
+		if (TimestampDifferenceExceeds(last_housekeeping, now, HOUSEKEEPING_MS))
+		{
+			pce_remove_stale_marks();
+			mark_background_processes();
+			last_housekeeping = now;
+		}
+
+		wait_fd = pce_evictor_fd();
+		if (wait_fd >= 0)
+			events |= WL_SOCKET_READABLE;
+		(void) WaitLatchOrSocket(MyLatch, events, wait_fd, LOOP_TIMEOUT_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
