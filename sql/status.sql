@@ -1,0 +1,15 @@
+-- cache_ext_status() on the test cluster: the loader has run, so the
+-- mechanism the kernel supports is active.  The expected mechanism is
+-- derived from what the kernel has, so this holds on both kinds of kernel.
+SELECT value AS state FROM cache_ext_status() WHERE name = 'state';
+SELECT (SELECT value FROM cache_ext_status() WHERE name = 'mechanism') =
+       CASE (SELECT value FROM cache_ext_status() WHERE name = 'kernel_has_cache_ext')
+            WHEN 'yes' THEN 'cache_ext' ELSE 'stock' END AS mechanism_matches_kernel;
+SELECT value LIKE 'reachable (pid %' AS loader_reachable
+  FROM cache_ext_status() WHERE name = 'loader';
+SELECT value ~ '^/sys/fs/bpf/pg_cache_ext/[0-9]+$' AS pin_dir_has_cluster_id
+  FROM cache_ext_status() WHERE name = 'pin_dir';
+SELECT value LIKE 'pid %' AS worker_running FROM cache_ext_status() WHERE name = 'worker';
+-- every counter is there, none negative
+SELECT count(*) >= 30 AS enough_counters, bool_and(value >= 0) AS none_negative
+  FROM cache_ext_stats();
