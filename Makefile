@@ -23,7 +23,7 @@ DATA = pg_cache_ext--1.0.sql
 PGFILEDESC = "pg_cache_ext - keep scans from flushing the page cache"
 
 REGRESS = setup status guc functions
-REGRESS_OPTS = --load-extension=pg_cache_ext
+
 TAP_TESTS = 1
 
 PG_CPPFLAGS = -I$(srcdir)/bpf
@@ -101,3 +101,15 @@ uninstall-loader:
 	rm -f '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
 
 .PHONY: install-loader uninstall-loader
+
+# TAP tests: t/*.pl (with t/PceTest.pm), also any t/*.t
+PROVE_TESTS ?=
+ifeq ($(strip $(PROVE_TESTS)),)
+override PROVE_TESTS = $(sort $(wildcard t/*.pl t/*.t))
+endif
+PG_PROVE_FLAGS += -I $(srcdir)/t
+
+# the TAP tests alone (installcheck runs pg_regress first and stops on failure)
+prove-installcheck:
+	$(prove_installcheck)
+.PHONY: prove-installcheck

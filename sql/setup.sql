@@ -1,5 +1,5 @@
 -- The extension installs and its functions exist.
-CREATE EXTENSION IF NOT EXISTS pg_cache_ext;
+CREATE EXTENSION pg_cache_ext;
 SELECT proname FROM pg_proc
  WHERE proname LIKE 'cache_ext%' ORDER BY proname;
 -- state-changing functions are not for PUBLIC

@@ -1,0 +1,148 @@
+# 001_foundation.pl
+#	The foundation end to end: loader and server split by privilege, the
+#	status the server reports with and without the loader, and one clear
+#	error for each bad setup.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PceTest;
+
+my $bindir = `pg_config --bindir`;
+chomp $bindir;
+my $loader = "$bindir/pg_cache_ext_loader";
+
+# ---- no loader yet: the server and every query work, status says why ----
+my $node = new_node('foundation');
+unload_bpf($node);
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'SELECT 1 works without a loader');
+$node->safe_psql('postgres', 'CREATE TABLE t AS SELECT g FROM generate_series(1, 100000) g');
+is($node->safe_psql('postgres', 'SET pg_cache_ext.scan_threshold = 0; SELECT count(*) FROM t'),
+	'100000', 'a scan works without a loader');
+my $s = status($node);
+is($s->{state}, 'idle', 'idle without a loader');
+like($s->{reason}, qr/^pins missing: .* does not exist .*pg_cache_ext_loader/,
+	'reason names the missing pins and the loader');
+is($s->{loader}, 'not reachable', 'loader not reachable');
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM cache_ext_scans() WHERE NOT in_kernel_map"), '0',
+	'no mark left over from the scan');
+
+# ---- the loader: non-root, no bpffs, --check ----
+my ($ok, $out, $err);
+$ok = IPC::Run::run([ $loader, '-D', $node->data_dir ], '>', \$out, '2>', \$err);
+if ($> != 0)
+{
+	ok(!$ok, 'loader as non-root fails');
+	like($err, qr/^pg_cache_ext_loader: error: must be run as root/m,
+		'one clear line: must be run as root');
+}
+else
+{
+	pass('skip non-root check: tests run as root') for 1 .. 2;
+}
+($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--bpffs-dir', '/tmp/pg_cache_ext');
+ok(!$ok, 'loader refuses a directory that is not on bpffs');
+like($err, qr/^pg_cache_ext_loader: error: bpffs is not mounted: .*not a bpffs mount/m,
+	'one clear line: bpffs is not mounted');
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir);
+ok($ok, 'loader --check as root succeeds');
+like($out, qr/would load:\s+(stock-kernel tracker|cache_ext policy)/, '--check says what it would load');
+ok(!-e "/sys/fs/bpf/pg_cache_ext/" . cluster_id($node), '--check created nothing');
+($ok, $out, $err) = root('loader', '-D', '/nonexistent');
+like($err, qr/cannot open "\/nonexistent\/global\/pg_control"/, 'loader: a bad data directory is one clear error');
+($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--mode', 'bogus');
+like($err, qr/invalid --mode "bogus"/, 'loader: a bad --mode is one clear error');
+
+# ---- loader run: active, pins group postgres mode 0660 ----
+($ok, $out, $err) = load_bpf($node);
+ok($ok, 'loader runs') or diag($err);
+my $pindir = "/sys/fs/bpf/pg_cache_ext/" . cluster_id($node);
+my @st = stat("$pindir/scan_pids");
+is(sprintf('%04o', $st[2] & 07777), '0660', 'scan_pids pin is mode 0660');
+is(scalar getgrgid($st[5]), 'postgres', 'scan_pids pin is group postgres');
+ok(wait_until(sub { status($node)->{state} eq 'active' }, 5), 'active once the loader has run');
+$s = status($node);
+my $has_cache_ext = $s->{kernel_has_cache_ext} eq 'yes';
+is($s->{mechanism}, $has_cache_ext ? 'cache_ext' : 'stock', 'mechanism matches the kernel');
+like($s->{loader}, qr/^reachable \(pid \d+/, 'loader reachable');
+like($s->{worker}, qr/^pid \d+: /, 'worker reports');
+
+# ---- the unprivileged path ----
+my $postmaster = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
+is(capeff($postmaster), '0000000000000000', 'postmaster runs without capabilities');
+isnt($>, 0, 'tests (and so the server) run as a non-root user') if $> != 0;
+my $bg = $node->background_psql('postgres');
+my $bpid = $bg->query_safe('SELECT pg_backend_pid()');
+$bg->query_safe('SET pg_cache_ext.scan = on');
+$bg->query_until(qr/started/, "\\echo started\nSELECT pg_sleep(3);\n");
+ok(wait_until(sub { my $m = kernel_marks($node); $m && exists $m->{$bpid} }, 3),
+	'a backend marked itself in the pinned map, read back by an unprivileged reader');
+is($node->safe_psql('postgres', "SELECT reason || ' ' || in_kernel_map FROM cache_ext_scans() WHERE pid = $bpid"),
+	'session true', 'cache_ext_scans() shows the mark and that the kernel map has it');
+$bg->quit;
+ok(wait_until(sub { my $m = kernel_marks($node); $m && !exists $m->{$bpid} }, 3),
+	'mark gone after the session ends');
+
+# ---- a second loader run reuses the maps: marks and counters survive ----
+$bg = $node->background_psql('postgres');
+$bpid = $bg->query_safe('SELECT pg_backend_pid()');
+$bg->query_safe('SET pg_cache_ext.scan = on');
+$bg->query_until(qr/started/, "\\echo started\nSELECT pg_sleep(4);\n");
+ok(wait_until(sub { my $m = kernel_marks($node); $m && exists $m->{$bpid} }, 3), 'marked before reload');
+my $marks_before = stat_value($node, 'marks');
+($ok, $out, $err) = load_bpf($node);
+ok($ok, 'second loader run succeeds') or diag($err);
+ok(exists kernel_marks($node)->{$bpid}, 'the mark survived the loader rerun');
+is(status($node)->{state}, 'active', 'still active after the rerun');
+$bg->quit;
+
+# ---- pins with wrong permissions ----
+root('chmod', '0666', "$pindir/scan_pids");
+$s = status($node);
+is($s->{state}, 'idle', 'idle with a world-accessible pin');
+like($s->{reason}, qr/^refusing .*scan_pids: mode 0666 lets other users in/, 'one clear reason: refusing mode 0666');
+root('chmod', '0600', "$pindir/scan_pids");
+$s = status($node);
+like($s->{reason}, qr/^permission denied on .*scan_pids/, 'one clear reason: permission denied') if $> != 0;
+load_bpf($node);
+is(status($node)->{state}, 'active', 'rerunning the loader repairs the permissions');
+
+# ---- --unload: idle again, queries fine ----
+($ok, $out, $err) = unload_bpf($node);
+ok($ok, 'loader --unload') or diag($err);
+ok(!-e $pindir, 'pins removed');
+$s = status($node);
+is($s->{state}, 'idle', 'idle after unload');
+is($node->safe_psql('postgres', 'SET pg_cache_ext.scan_threshold = 0; SELECT count(*) FROM t'),
+	'100000', 'scans still work after unload');
+$node->stop;
+
+# ---- bpffs_dir not on bpffs ----
+my $nobpf = new_node('nobpffs', "pg_cache_ext.bpffs_dir" => "'/tmp/not-bpffs/pg_cache_ext'");
+$nobpf->start;
+$nobpf->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+like(status($nobpf)->{reason}, qr/^bpffs is not mounted at \/tmp\/not-bpffs/,
+	'one clear reason: bpffs is not mounted');
+$nobpf->stop;
+
+# ---- not in shared_preload_libraries ----
+my $plain = new_node('nopreload', preload => 0);
+$plain->start;
+my ($rc, $stdout, $stderr) = $plain->psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+isnt($rc, 0, 'CREATE EXTENSION fails without shared_preload_libraries');
+like($stderr, qr/ERROR:  pg_cache_ext must be loaded via shared_preload_libraries/,
+	'one clear error: must be loaded via shared_preload_libraries');
+is($plain->safe_psql('postgres', 'SELECT 1'), '1', 'the server is fine');
+$plain->stop;
+
+done_testing();
+
+sub cluster_id
+{
+	my ($n) = @_;
+	return $n->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+}

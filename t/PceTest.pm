@@ -1,0 +1,118 @@
+# PceTest.pm
+#	Helpers shared by pg_cache_ext's TAP tests: clusters with the module
+#	preloaded, the privileged steps (through test/root-helper), and reading
+#	status, counters and the kernel map.
+package PceTest;
+
+use strict;
+use warnings;
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+
+our @EXPORT = qw(root new_node load_bpf unload_bpf status stat_value kernel_marks
+  wait_until capeff);
+
+# Privileged steps: directly when root, else through sudo and the helper
+# copy that scripts/test.sh installed.
+sub root
+{
+	my @cmd = @_;
+	my $helper = $ENV{PCE_ROOT_HELPER} || '/usr/local/libexec/pg_cache_ext-test-root-helper';
+	my @full = $> == 0 ? ($helper, @cmd) : ('sudo', '-n', $helper, @cmd);
+	my ($out, $err);
+	my $ok = IPC::Run::run(\@full, '>', \$out, '2>', \$err);
+	return wantarray ? ($ok, $out, $err) : $ok;
+}
+
+# A cluster with pg_cache_ext preloaded; extra settings in %conf.
+sub new_node
+{
+	my ($name, %conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $preload = delete $conf{preload} // 1;
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pg_cache_ext'")
+	  if $preload;
+	$node->append_conf('postgresql.conf', "shared_buffers = 16MB\n");
+	$node->append_conf('postgresql.conf', "$_ = $conf{$_}") for sort keys %conf;
+	return $node;
+}
+
+sub load_bpf
+{
+	my ($node, @args) = @_;
+	return root('loader', '-D', $node->data_dir, @args);
+}
+
+sub unload_bpf
+{
+	my ($node) = @_;
+	return root('loader', '--unload', '-D', $node->data_dir);
+}
+
+# cache_ext_status() as a hash
+sub status
+{
+	my ($node) = @_;
+	my %s;
+	for (split /\n/, $node->safe_psql('postgres',
+		"SELECT name || '=' || coalesce(value, '') FROM cache_ext_status()"))
+	{
+		my ($k, $v) = split /=/, $_, 2;
+		$s{$k} = $v;
+	}
+	return \%s;
+}
+
+sub stat_value
+{
+	my ($node, $name) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT value FROM cache_ext_stats() WHERE name = '$name'");
+}
+
+# PIDs in the kernel's scan-PID map, read back through the pins as the
+# unprivileged user (pg_cache_ext_loader --show needs no root).
+sub kernel_marks
+{
+	my ($node) = @_;
+	my ($out, $err);
+	my $loader = `pg_config --bindir`;
+	chomp $loader;
+	IPC::Run::run([ "$loader/pg_cache_ext_loader", '--show', '-D', $node->data_dir ],
+		'>', \$out, '2>', \$err)
+	  or return undef;
+	my %pids;
+	$pids{$1} = $2 while $out =~ /^pid (\d+) reason (\d+)/mg;
+	return \%pids;
+}
+
+# Poll a condition every 50 ms for up to $timeout seconds.
+sub wait_until
+{
+	my ($cond, $timeout) = @_;
+	my $deadline = time + ($timeout // 10);
+	while (time < $deadline)
+	{
+		return 1 if $cond->();
+		usleep(50_000);
+	}
+	return $cond->() ? 1 : 0;
+}
+
+# Effective capabilities of a process, as the hex string in /proc.
+sub capeff
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/status" or return undef;
+	while (<$fh>)
+	{
+		return $1 if /^CapEff:\s+([0-9a-f]+)/;
+	}
+	return undef;
+}
+
+1;
