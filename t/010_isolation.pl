@@ -1,0 +1,134 @@
+# 010_isolation.pl
+#	The stock-kernel mechanism really protects the hot set: with the server
+#	in a memory cgroup smaller than the scanned table, a hot table read once
+#	stays cached through a big scan, VACUUM and COPY TO, and the scanned
+#	table keeps no more than the budget plus one extent.  With
+#	pg_cache_ext.mode = off the same scan pushes the hot table out, which
+#	shows the test can fail.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use PceTest;
+
+my $budget_mb = 16;
+my $extent_mb = 1;
+my $limit = 160 * 1024 * 1024;
+
+my $node = new_node('isolation',
+	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'autovacuum' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+load_bpf($node) or BAIL_OUT('loader failed');
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+my $s = status($node);
+plan skip_all => "stock mechanism not active here: $s->{reason}" if $s->{mechanism} ne 'stock';
+
+# hot: ~48 MB; big: ~260 MB, larger than the cgroup and four times the budget
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE hot AS SELECT g, repeat('h', 200) AS pad FROM generate_series(1, 200000) g;
+	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 1100000) g;
+	VACUUM FREEZE hot; VACUUM FREEZE big; CHECKPOINT;
+});
+my $big_bytes = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
+cmp_ok($big_bytes, '>', $limit, 'scanned table is larger than the cgroup limit');
+cmp_ok($big_bytes, '>', 4 * $budget_mb * 1024 * 1024, 'scanned table is four times the budget');
+
+my ($ok, $cg) = root('cgroup-create', 'isolation', $limit);
+ok($ok, 'memory cgroup created') or BAIL_OUT('no memory cgroup');
+chomp $cg;
+my $postmaster = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
+my @pids = ($postmaster, split ' ', `pgrep -P $postmaster`);
+root('cgroup-move', 'isolation', @pids);
+
+sub cached_fraction
+{
+	my ($rel) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('$rel')");
+}
+
+sub cached_mb
+{
+	my ($rel) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
+}
+
+# Wait until the worker has caught up with the tracker's records.
+sub settle
+{
+	wait_until(sub {
+		$node->safe_psql('postgres',
+			"SELECT (SELECT value FROM cache_ext_stats() WHERE name = 'bytes_tracked') <= $budget_mb * 1048576")
+		  eq 't'
+	}, 10);
+	usleep(300_000);
+}
+
+# Start cold, read the hot table once (not marked), then run $work.
+sub round_with
+{
+	my ($mode, $label, $work) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.mode = '$mode'; SELECT pg_reload_conf()");
+	usleep(300_000);
+	root('drop-caches');
+	$node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; SELECT count(*) FROM hot');
+	my $hot_before = cached_fraction('hot');
+	cmp_ok($hot_before, '>=', 0.99, "$label: hot table fully cached before") ;
+	$node->safe_psql('postgres', $work);
+	settle();
+	return (cached_fraction('hot'), cached_mb('big'));
+}
+
+my $scan = 'SELECT count(*) FROM big';
+my ($hot, $big) = round_with('auto', 'scan, extension on', $scan);
+cmp_ok($hot, '>=', 0.95, "scan, extension on: hot table still >= 95% cached ($hot)");
+cmp_ok($big, '<=', $budget_mb + $extent_mb, "scan, extension on: big table holds <= budget + one extent (${big} MB)");
+
+($hot, $big) = round_with('off', 'scan, extension off', $scan);
+cmp_ok($hot, '<', 0.95, "scan, extension off: hot table pushed out ($hot), so the test can fail");
+
+($hot, $big) = round_with('auto', 'VACUUM', 'VACUUM (DISABLE_PAGE_SKIPPING) big');
+cmp_ok($hot, '>=', 0.95, "VACUUM, extension on: hot table still >= 95% cached ($hot)");
+cmp_ok($big, '<=', $budget_mb + $extent_mb, "VACUUM, extension on: big table <= budget + one extent (${big} MB)");
+
+($hot, $big) = round_with('auto', 'COPY TO', "COPY big TO '/dev/null'");
+cmp_ok($hot, '>=', 0.95, "COPY TO, extension on: hot table still >= 95% cached ($hot)");
+cmp_ok($big, '<=', $budget_mb + $extent_mb, "COPY TO, extension on: big table <= budget + one extent (${big} MB)");
+
+my $dropped = stat_value($node, 'bytes_dropped');
+cmp_ok($dropped, '>', 100 * 1024 * 1024, "the evictor dropped scan pages ($dropped bytes)");
+is(stat_value($node, 'records_lost'), '0', 'no tracker record lost');
+
+# ---- a table dropped while its pages are tracked: no error, no leak ----
+$node->safe_psql('postgres', q{
+	ALTER SYSTEM SET pg_cache_ext.scan_budget = '512MB'; SELECT pg_reload_conf();
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE doomed AS SELECT g, repeat('d', 200) AS pad FROM generate_series(1, 200000) g;
+	VACUUM FREEZE doomed; CHECKPOINT;
+});
+root('drop-caches');
+$node->safe_psql('postgres', 'SELECT count(*) FROM doomed');
+ok(wait_until(sub { stat_value($node, 'bytes_tracked') > 20 * 1024 * 1024 }, 5),
+	'the scanned table is tracked within the larger budget');
+my $not_found_before = stat_value($node, 'files_not_found');
+$node->safe_psql('postgres', 'DROP TABLE doomed');
+$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.scan_budget = '1MB'; SELECT pg_reload_conf()");
+ok(wait_until(sub { stat_value($node, 'bytes_tracked') <= 1024 * 1024 }, 5),
+	'extents of the dropped table are let go (no leak)');
+cmp_ok(stat_value($node, 'files_not_found'), '>', $not_found_before, 'their files are counted as not found');
+is(stat_value($node, 'drop_errors'), '0', 'no drop errors');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM big WHERE g < 10'), '9', 'queries unaffected');
+my $log = slurp_file($node->logfile);
+unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
+
+$node->stop;
+root('cgroup-destroy', 'isolation');
+unload_bpf($node);
+done_testing();
