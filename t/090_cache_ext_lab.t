@@ -1,0 +1,46 @@
+# 090_cache_ext_lab.t
+#	The cache_ext policy on the real cache_ext research kernel (QEMU lab):
+#	a marked scan of a file larger than the cgroup's memory.max leaves an
+#	unmarked process's hot file >= 95% resident with the policy attached,
+#	and does not without it.  Skips where the lab or qemu is absent.
+use strict;
+use warnings;
+use File::Basename qw(dirname);
+use File::Spec;
+use Test::More;
+
+my $repo = File::Spec->rel2abs(File::Spec->catdir(dirname(__FILE__), '..'));
+my $script = "$repo/test/lab/run-lab-test.sh";
+
+my $lab = $ENV{PCE_KERNEL_LAB};
+unless ($lab)
+{
+	($lab) = grep { -x "$_/run-in-vm" } ("$repo/../shared/kernel-lab", '/work/shared/kernel-lab');
+}
+plan skip_all => 'no cache_ext kernel lab (set PCE_KERNEL_LAB)' unless $lab && -x "$lab/run-in-vm";
+plan skip_all => 'qemu-system-x86_64 not installed'
+  unless grep { -x "$_/qemu-system-x86_64" } split /:/, $ENV{PATH};
+plan skip_all => 'the lab needs root (QEMU 9p export of /, cgroups, bpffs inside)' unless $> == 0;
+
+$ENV{PCE_KERNEL_LAB} = $lab;
+my $out = `'$script' files 2>&1`;
+my $rc = $? >> 8;
+my %r = $out =~ /^RESULT (\w+)=(\S+)/mg;
+diag($_) for grep { /^LAB-TEST: / } split /\n/, $out;
+if ($rc == 77)
+{
+	plan skip_all => 'lab unavailable: ' . ($out =~ /SKIP: (.*)/ ? $1 : 'unknown');
+}
+
+is($rc, 0, 'lab run completed') or diag($out);
+is($r{attach_rc}, 0, 'policy attached to a cgroup v2 child on the cache_ext kernel');
+cmp_ok($r{baseline_hot_before} // 0, '>=', 99, 'hot file fully cached before the scan (kernel LRU)');
+cmp_ok($r{baseline_hot_after} // 100, '<', 95, "without the policy the scan evicts hot pages ($r{baseline_hot_after}% left)");
+cmp_ok($r{policy_hot_before} // 0, '>=', 99, 'hot file fully cached before the scan (policy)');
+cmp_ok($r{policy_hot_after} // 0, '>=', 95, "with the policy the hot file stays resident ($r{policy_hot_after}%)");
+cmp_ok($r{stat_folios_added_scan} // 0, '>', 0, 'scan folios went to the scan list');
+cmp_ok($r{stat_folios_evicted_scan} // 0, '>', 0, 'the policy evicted from the scan list');
+cmp_ok($r{stat_folios_evicted_scan} // 0, '>', 10 * ($r{stat_folios_evicted_main} // 0),
+	'scan list evicted first (scan ' . ($r{stat_folios_evicted_scan} // 0) . ', main ' . ($r{stat_folios_evicted_main} // 0) . ')');
+cmp_ok($r{after_reread_folios_promoted} // 0, '>', 0, 'scan folios read by an unmarked process were promoted');
+done_testing();

@@ -1,0 +1,87 @@
+#!/bin/sh
+# inside-files.sh: runs as root inside the cache_ext lab VM (see run-lab-test.sh).
+#
+# A hot file is read repeatedly by an unmarked process, then a marked
+# process scans a file much larger than the cgroup's memory.max.  Once in a
+# cgroup without policy (the kernel's LRU) and once in a cgroup with the
+# pg_cache_ext policy attached; prints how much of the hot file is still
+# resident after the scan.  Output lines starting with RESULT are parsed by
+# t/090_cache_ext_lab.t.
+#
+# usage: inside-files.sh TOOLS_DIR [MEMORY_MAX_MB HOT_MB SCAN_MB]
+set -u
+B=$1
+MAX=${2:-96} HOT=${3:-56} SCAN=${4:-256}
+PIN=/sys/fs/bpf/pg_cache_ext_lab
+CGROOT=/sys/fs/cgroup
+
+say() { echo "LAB-TEST: $*"; }
+
+# run a command inside cgroup $1
+in_cgroup() {
+	cg=$1; shift
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}
+
+resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
+
+say "memory.max ${MAX}M, hot file ${HOT}M, scan file ${SCAN}M"
+dd if=/dev/urandom of=/mnt/hot bs=1M count="$HOT" status=none
+dd if=/dev/zero of=/mnt/scan bs=1M count="$SCAN" status=none
+sync
+
+run_case() {
+	name=$1 cg=$2 mark=$3
+	mkdir -p "$cg"
+	echo "${MAX}M" > "$cg/memory.max"
+	sync; echo 3 > /proc/sys/vm/drop_caches
+	in_cgroup "$cg" "$B/pce_mark_self" -n 3 read /mnt/hot
+	before=$(resident /mnt/hot)
+	in_cgroup "$cg" "$B/pce_mark_self" $mark read /mnt/scan
+	after=$(resident /mnt/hot)
+	scan=$(resident /mnt/scan)
+	say "$name: hot resident before scan ${before}%, after ${after}%; scan file resident ${scan}%"
+	echo "RESULT ${name}_hot_before=$before"
+	echo "RESULT ${name}_hot_after=$after"
+	echo "RESULT ${name}_scan_resident=$scan"
+}
+
+mkdir -p "$PIN"
+
+# 1. the kernel's own LRU (no policy on this cgroup)
+run_case baseline "$CGROOT/baseline" ""
+
+# 2. the pg_cache_ext policy
+mkdir -p "$CGROOT/cache_ext_pg"
+echo "${MAX}M" > "$CGROOT/cache_ext_pg/memory.max"
+out=$("$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg" 2>&1)
+rc=$?
+say "$out"
+echo "RESULT attach_rc=$rc"
+[ $rc -eq 0 ] || exit 1
+"$B/pce_policy_tool" knobs "$PIN" 1 1 0 0 || exit 1
+ls -l "$PIN" | sed 's/^/LAB-TEST: pin /'
+run_case policy "$CGROOT/cache_ext_pg" "-p $PIN"
+"$B/pce_policy_tool" stats "$PIN" | sed 's/^/RESULT stat_/; s/ /=/2'
+
+# 3. promotion: a file scanned by a marked process, then read by an unmarked one
+dd if=/dev/zero of=/mnt/small bs=1M count=8 status=none
+sync; echo 3 > /proc/sys/vm/drop_caches
+in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" -p "$PIN" read /mnt/small
+in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" read /mnt/small
+"$B/pce_policy_tool" stats "$PIN" | grep promoted | sed 's/^/RESULT after_reread_/; s/ /=/2'
+
+# 4. detach (unpin link, then map): the research kernel once oopsed here
+if [ "${PCE_LAB_DETACH:-0}" = 1 ]; then
+	"$B/pce_policy_tool" detach "$PIN"
+	echo "RESULT detach_rc=$?"
+	in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" read /mnt/scan /mnt/hot
+	echo "RESULT after_detach_read_rc=$?"
+	if dmesg | grep -q -E "Oops|BUG:|general protection"; then
+		dmesg | grep -A30 -E "Oops|BUG:|general protection" | head -40 | sed 's/^/LAB-TEST: dmesg /'
+		echo "RESULT detach_oops=1"
+	else
+		echo "RESULT detach_oops=0"
+	fi
+fi
+exit 0

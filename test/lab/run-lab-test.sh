@@ -1,0 +1,47 @@
+#!/bin/sh
+# run-lab-test.sh: run the pg_cache_ext cache_ext policy test in the
+# cache_ext research kernel under QEMU (shared/kernel-lab/run-in-vm).
+#
+# usage: test/lab/run-lab-test.sh [files]
+#
+# Environment:
+#   PCE_BUILD_DIR   build tree with bpf/policy.skel.h (default: this repo)
+#   PCE_KERNEL_LAB  kernel-lab directory (default: ../shared/kernel-lab
+#                   relative to the repo, then /work/shared/kernel-lab)
+#   PCE_LAB_DETACH  1: also detach the policy at the end (see README note)
+#
+# Exit status: 0 ran (results on stdout, RESULT lines), 77 lab unavailable,
+# anything else: failure.  The verdict is t/090_cache_ext_lab.t's.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=${PCE_BUILD_DIR:-$repo}
+scenario=${1:-files}
+
+lab=${PCE_KERNEL_LAB:-}
+if [ -z "$lab" ]; then
+	for d in "$repo/../shared/kernel-lab" /work/shared/kernel-lab; do
+		[ -x "$d/run-in-vm" ] && { lab=$d; break; }
+	done
+fi
+if [ -z "$lab" ] || [ ! -x "$lab/run-in-vm" ]; then
+	echo "SKIP: no kernel lab (set PCE_KERNEL_LAB)"; exit 77
+fi
+command -v qemu-system-x86_64 >/dev/null || { echo "SKIP: qemu-system-x86_64 not installed"; exit 77; }
+
+# The VM mounts its working directory read-write at the same path; /tmp
+# inside the VM is a fresh tmpfs, so work below /var/tmp.
+work=$(mktemp -d /var/tmp/pce-lab.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"
+
+cflags="-O2 -g -Wall -I$build/bpf -I$repo/bpf -I$repo/loader"
+if [ ! -f "$build/bpf/policy.skel.h" ]; then
+	make -s -C "$build" bpf/policy.skel.h >&2
+fi
+cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/loader/policy.c" -lbpf -lelf -lz
+cc $cflags -o "$work/pce_mark_self" "$repo/test/pce_mark_self.c" -lbpf -lelf -lz
+cp "$here/inside-$scenario.sh" "$work/inside.sh"
+
+"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t 270 -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-0}" \
+	sh "$work/inside.sh" "$work"
