@@ -70,16 +70,16 @@ SHARED_BUFFERS=${SHARED_BUFFERS:-32MB}
 SCAN_BUDGET_MB=${SCAN_BUDGET_MB:-32}
 CLIENTS=${CLIENTS:-2}			# OLTP pgbench clients
 if [ "$MODE" = short ]; then
-	DUR=${DUR:-20}; WARM=${WARM:-4}; ROUNDS=${ROUNDS:-1}
+	DUR=${DUR:-15}; WARM=${WARM:-3}; ROUNDS=${ROUNDS:-2}
 	WORKLOADS=${WORKLOADS:-"uniform:count2"}
 	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,z
 else
-	DUR=${DUR:-40}; WARM=${WARM:-5}; ROUNDS=${ROUNDS:-1}
+	DUR=${DUR:-35}; WARM=${WARM:-5}; ROUNDS=${ROUNDS:-1}
 	WORKLOADS=${WORKLOADS:-"uniform:count2 zipf:count2 uniform:count uniform:vacuum uniform:dump"}
 	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,z
 fi
 SCAN_OFFSET=${SCAN_OFFSET:-3}	# seconds between the two scanners of count2
-SETTLE=${SETTLE:-5}				# the report's TPS/latency skip the first SETTLE s of a phase
+SETTLE=${SETTLE:-4}				# the report's TPS/latency skip the first SETTLE s of a phase
 PGPORT=${PGPORT:-5499}
 SOCK_DIR=$BENCH_DIR
 PGDATA=$BENCH_DIR/data
