@@ -64,7 +64,7 @@ bpf/%.skel.h: bpf/%.bpf.o
 # ---------------------------------------------------------------------
 LOADER = loader/pg_cache_ext_loader
 LOADER_SRCS = $(wildcard loader/*.c)
-LOADER_CFLAGS = -O2 -g -Wall -Wextra -Wno-unused-parameter -Ibpf -Iloader
+LOADER_CFLAGS = -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -Ibpf -Iloader
 LOADER_LIBS = -lbpf -lelf -lz
 
 $(LOADER): $(LOADER_SRCS) $(wildcard loader/*.h) bpf/tracker.skel.h bpf/pg_cache_ext.h $(BPF_OBJS)

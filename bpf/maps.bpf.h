@@ -81,6 +81,24 @@ current_knobs(void)
 	return bpf_map_lookup_elem(&knobs, &key);
 }
 
+/*
+ * Is the current task the process that was marked, and not a later one that
+ * got the same PID after the marked one died without unmarking?  The mark
+ * holds the start time as /proc/<pid>/stat shows it: start_boottime in
+ * clock ticks (USER_HZ, 100 on every architecture we build for).
+ */
+#define PCE_NSEC_PER_USER_HZ_TICK	10000000ULL
+
+static __always_inline bool
+task_matches_mark(const struct pce_scan_mark *mark)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64		ticks = BPF_CORE_READ(task, start_boottime) / PCE_NSEC_PER_USER_HZ_TICK;
+
+	/* 0: marked by a tool that did not know the start time */
+	return mark->proc_start_ticks == 0 || mark->proc_start_ticks == ticks;
+}
+
 /* Is the current task marked as scanning (and is tracking switched on)? */
 static __always_inline bool
 current_task_is_scan(void)
@@ -88,9 +106,14 @@ current_task_is_scan(void)
 	const struct pce_knobs *k = current_knobs();
 	__u32		tid = (__u32) bpf_get_current_pid_tgid();
 
+	struct pce_scan_mark *mark;
+
 	if (k && !k->tracking)
 		return false;
-	return bpf_map_lookup_elem(&scan_pids, &tid) != NULL;
+	mark = bpf_map_lookup_elem(&scan_pids, &tid);
+	if (!mark)
+		return false;
+	return task_matches_mark(mark);
 }
 
 #endif							/* PCE_MAPS_BPF_H */

@@ -54,7 +54,8 @@ pce_worker_register(void)
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	/* from postmaster start: after a crash it must clean up stale marks at once */
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "pg_cache_ext", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "pce_worker_main", BGW_MAXLEN);
