@@ -119,6 +119,20 @@ pce_shmem_startup(void)
 		strlcpy(pce_shared->worker_status, "not started", sizeof(pce_shared->worker_status));
 	}
 	LWLockRelease(AddinShmemInitLock);
+
+	/*
+	 * In the postmaster, this runs at server start and again after a crash,
+	 * once every child is gone: drop the marks of processes that died
+	 * without unmarking (the one SIGKILLed among them), before crash
+	 * recovery, which may take a while, lets the worker start.
+	 */
+	if (!IsUnderPostmaster)
+	{
+		int			removed = pce_remove_stale_marks(false);
+
+		if (removed > 0)
+			elog(LOG, "pg_cache_ext: removed %d scan marks of processes that are gone", removed);
+	}
 }
 
 /*

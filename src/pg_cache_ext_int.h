@@ -140,7 +140,7 @@ extern bool pce_mark_self(enum pce_reason reason, Oid relid);
 extern void pce_unmark_self(void);
 extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid);
 extern void pce_unmark_other(int pid, int procno);
-extern int	pce_remove_stale_marks(void);
+extern int	pce_remove_stale_marks(bool sweep_slots);
 extern bool pce_self_marked(void);
 
 /* classify.c */

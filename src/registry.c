@@ -183,11 +183,12 @@ pce_unmark_other(int pid, int procno)
 
 /*
  * Remove marks whose process is gone or whose PID now belongs to another
- * process; also free shared-memory slots of dead processes.  Returns how
- * many kernel entries were removed.
+ * process; with sweep_slots, also free shared-memory slots of dead
+ * processes (not in the postmaster, which cannot take LWLocks).  Returns
+ * how many kernel entries were removed.
  */
 int
-pce_remove_stale_marks(void)
+pce_remove_stale_marks(bool sweep_slots)
 {
 	int			fd;
 	__u32		key;
@@ -219,7 +220,7 @@ pce_remove_stale_marks(void)
 			pce_count(PCE_USTAT_STALE_REMOVED, removed);
 	}
 
-	if (pce_shared)
+	if (pce_shared && sweep_slots)
 	{
 		LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < pce_shared->nslots; i++)

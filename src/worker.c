@@ -259,7 +259,7 @@ pce_worker_main(Datum arg)
 		now = GetCurrentTimestamp();
 		if (TimestampDifferenceExceeds(last_housekeeping, now, HOUSEKEEPING_MS))
 		{
-			pce_remove_stale_marks();
+			pce_remove_stale_marks(true);
 			mark_background_processes();
 			last_housekeeping = now;
 		}

@@ -180,7 +180,7 @@ ok(wait_until(sub { my $k = kernel_marks($node); $k && !exists $k->{$pid} }, 1),
 	sprintf('SIGKILL: kernel map entry removed within 1 s (%.2f s)', time - $t0));
 eval { $bg->quit };
 $node->poll_query_until('postgres', 'SELECT 1', '1');
-cmp_ok(stat_value($node, 'stale_marks_removed'), '>=', 1, 'the worker counted the stale mark it removed');
+cmp_ok(stat_value($node, 'stale_marks_removed'), '>=', 1, 'the stale mark removal is counted');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM cache_ext_scans()'), '0', 'no marks left at all');
 
 $node->stop;
