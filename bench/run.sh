@@ -204,24 +204,39 @@ EOF
 
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
 
-# Scanner $1 (1, 2) of kind $2 for config $3, until the deadline $4 (epoch s)
+# Scanner $1 (1, 2) of kind $2 for config $3, until the deadline $4 (epoch s);
+# prints the number of scans completed.  count and vacuum keep one
+# connection (pgbench), so (e) can move its backend once: every scanner
+# waits 1 s before its first scan, whatever the config, to leave the mover
+# time.  pg_dump reconnects for every dump.
 scanner() {
-	local id=$1 kind=$2 cfg=$3 deadline=$4 n=0 after=""
-	[ "$cfg" = d ] && after="SELECT count(*) FROM pgfadvise_dontneed('scan_t')"
+	local id=$1 kind=$2 cfg=$3 deadline=$4 n=0 after="" sf
+	[ "$cfg" = d ] && after="SELECT count(*) FROM pgfadvise_dontneed('scan_t');"
 	export PGAPPNAME=pce_scan$id
-	local ok
-	while [ "$(date +%s)" -lt "$deadline" ]; do
-		ok=0
+	if [ "$kind" = dump ]; then
+		while [ "$(date +%s)" -lt "$deadline" ]; do
+			"$PGBIN/pg_dump" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -t scan_t -f /dev/null bench \
+				2>/dev/null && n=$((n + 1))
+			[ -n "$after" ] && { q "$after" >/dev/null 2>&1 || true; }
+		done
+		echo "$n"
+		return
+	fi
+	sf=$(mktemp "$OUT/scan.XXXXXX.sql")
+	{
+		echo '\if :started = 0'
+		echo 'SELECT pg_sleep(1);'
+		echo '\set started 1'
+		echo '\endif'
 		case "$kind" in
-			count*) q "SELECT count(*) FROM scan_t" >/dev/null 2>&1 && ok=1 ;;
-			vacuum) q "VACUUM (DISABLE_PAGE_SKIPPING) scan_t" >/dev/null 2>&1 && ok=1 ;;
-			dump) "$PGBIN/pg_dump" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -t scan_t -f /dev/null bench \
-					2>/dev/null && ok=1 ;;
+			count*) echo 'SELECT count(*) FROM scan_t;' ;;
+			vacuum) echo 'VACUUM (DISABLE_PAGE_SKIPPING) scan_t;' ;;
 		esac
-		[ -n "$after" ] && { q "$after" >/dev/null 2>&1 || true; }
-		n=$((n + ok))
-	done
-	echo "$n"
+		[ -n "$after" ] && echo "$after"
+	} > "$sf"
+	pgb -c 1 -T $((deadline - $(date +%s))) -D started=0 -f "$sf" 2>/dev/null |
+		awk '/^number of transactions actually processed/ { split($NF, a, "/"); print a[1] + 0; f = 1 } END { if (!f) print 0 }'
+	rm -f "$sf"
 }
 
 # (e): keep moving the scanning backends into the scan cgroup
