@@ -16,7 +16,8 @@ OBJS = \
 	src/classify.o \
 	src/worker.o \
 	src/evictor.o \
-	src/functions.o
+	src/functions.o \
+	src/scan_commands.o
 
 EXTENSION = pg_cache_ext
 DATA = pg_cache_ext--1.0.sql
@@ -29,7 +30,7 @@ TAP_TESTS = 1
 PG_CPPFLAGS = -I$(srcdir)/bpf
 SHLIB_LINK = -lbpf
 
-EXTRA_CLEAN = bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(TEST_TOOLS)
+EXTRA_CLEAN = bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(TEST_TOOLS) $(FUZZERS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -113,3 +114,18 @@ PG_PROVE_FLAGS += -I $(srcdir)/t
 prove-installcheck:
 	$(prove_installcheck)
 .PHONY: prove-installcheck
+
+# ---------------------------------------------------------------------
+# Fuzzers (libFuzzer, clang): every parser of outside input
+# ---------------------------------------------------------------------
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iloader
+FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options
+
+fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_commands.h
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_scan_commands.c src/scan_commands.c
+
+fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_options.c loader/options.c
+
+fuzzers: $(FUZZERS)
+.PHONY: fuzzers

@@ -46,27 +46,10 @@
 
 #include "pg_cache_ext.h"
 #include "tracker.skel.h"
+#include "options.h"
 #include "policy.h"
 
-#define DEFAULT_BPFFS_DIR	"/sys/fs/bpf/pg_cache_ext"
-
-static struct
-{
-	const char *datadir;
-	const char *cluster_id;
-	const char *bpffs_dir;
-	const char *group;
-	const char *mode;			/* auto, stock, cache_ext */
-	const char *cgroup;
-	bool		check;
-	bool		unload;
-	bool		show;
-	bool		verbose;
-}			opt = {
-	.bpffs_dir = DEFAULT_BPFFS_DIR,
-	.group = "postgres",
-	.mode = "auto",
-};
+static struct pce_loader_options opt;
 
 static char cluster_id[32];
 static char pin_dir[PATH_MAX];
@@ -125,7 +108,7 @@ usage(void)
 		   "      --show               print marked PIDs and counters (needs no root)\n"
 		   "  -v, --verbose            print libbpf's debug output\n"
 		   "  -h, --help               show this help\n",
-		   DEFAULT_BPFFS_DIR);
+		   PCE_DEFAULT_BPFFS_DIR);
 }
 
 /* The cluster id: the system identifier at the start of global/pg_control. */
@@ -138,20 +121,10 @@ resolve_cluster_id(void)
 
 	if (opt.cluster_id)
 	{
-		const char *p;
-
-		for (p = opt.cluster_id; *p; p++)
-			if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || *p == '_' || *p == '-'))
-				fail("invalid --cluster-id \"%s\": use digits, lower-case letters, '_' and '-'",
-					 opt.cluster_id);
-		if (strlen(opt.cluster_id) == 0 || strlen(opt.cluster_id) >= sizeof(cluster_id))
-			fail("invalid --cluster-id \"%s\": must be 1 to %zu characters",
-				 opt.cluster_id, sizeof(cluster_id) - 1);
-		strcpy(cluster_id, opt.cluster_id);
+		/* validated by pce_parse_loader_options() */
+		snprintf(cluster_id, sizeof(cluster_id), "%s", opt.cluster_id);
 		return;
 	}
-	if (!opt.datadir)
-		fail("no data directory given: use -D DATADIR (or --cluster-id)");
 	snprintf(path, sizeof(path), "%s/global/pg_control", opt.datadir);
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -448,21 +421,6 @@ do_show(void)
 int
 main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"pgdata", required_argument, NULL, 'D'},
-		{"cluster-id", required_argument, NULL, 'i'},
-		{"bpffs-dir", required_argument, NULL, 'b'},
-		{"group", required_argument, NULL, 'g'},
-		{"mode", required_argument, NULL, 'm'},
-		{"cgroup", required_argument, NULL, 'c'},
-		{"check", no_argument, NULL, 'C'},
-		{"unload", no_argument, NULL, 'U'},
-		{"show", no_argument, NULL, 'S'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0}
-	};
-	int			c;
 	char		why[512];
 	char		reason[256];
 	bool		has_cache_ext;
@@ -472,55 +430,13 @@ main(int argc, char **argv)
 	struct tracker_bpf *tracker = NULL;
 	enum pce_mechanism mech = PCE_MECH_NONE;
 
-	while ((c = getopt_long(argc, argv, "D:vh", longopts, NULL)) != -1)
+	if (pce_parse_loader_options(argc, argv, &opt, why, sizeof(why)) != 0)
+		fail("%s", why);
+	if (opt.help)
 	{
-		switch (c)
-		{
-			case 'D':
-				opt.datadir = optarg;
-				break;
-			case 'i':
-				opt.cluster_id = optarg;
-				break;
-			case 'b':
-				opt.bpffs_dir = optarg;
-				break;
-			case 'g':
-				opt.group = optarg;
-				break;
-			case 'm':
-				opt.mode = optarg;
-				break;
-			case 'c':
-				opt.cgroup = optarg;
-				break;
-			case 'C':
-				opt.check = true;
-				break;
-			case 'U':
-				opt.unload = true;
-				break;
-			case 'S':
-				opt.show = true;
-				break;
-			case 'v':
-				opt.verbose = true;
-				break;
-			case 'h':
-				usage();
-				return 0;
-			default:
-				fprintf(stderr, "Try \"pg_cache_ext_loader --help\" for more information.\n");
-				return 2;
-		}
+		usage();
+		return 0;
 	}
-	if (optind < argc)
-		fail("unexpected argument \"%s\"", argv[optind]);
-	if (strcmp(opt.mode, "auto") != 0 && strcmp(opt.mode, "stock") != 0 &&
-		strcmp(opt.mode, "cache_ext") != 0)
-		fail("invalid --mode \"%s\": use auto, stock or cache_ext", opt.mode);
-	if (opt.bpffs_dir[0] != '/' || strlen(opt.bpffs_dir) > PATH_MAX - 64)
-		fail("invalid --bpffs-dir \"%s\": must be an absolute path", opt.bpffs_dir);
 
 	libbpf_set_print(libbpf_print);
 	resolve_cluster_id();

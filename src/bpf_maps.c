@@ -288,6 +288,71 @@ pce_map_read_loader_info(struct pce_loader_info *out)
 	return out->abi_version == PCE_ABI_VERSION;
 }
 
+static bool
+pin_present(const char *name)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), name);
+	return stat(path, &st) == 0;
+}
+
+/*
+ * Which mechanism is in force, given what the loader did, whether its link
+ * is still pinned (a loader killed halfway leaves maps without one) and the
+ * mode?  Returns the mechanism, or PCE_MECH_NONE with *why saying why.  The
+ * worker acts on this and cache_ext_status() reports it, so both agree.
+ */
+enum pce_mechanism
+pce_current_mechanism(const char **why, struct pce_loader_info *info_out)
+{
+	static struct pce_loader_info info;
+	static char reason[256];
+
+	*why = NULL;
+	memset(&info, 0, sizeof(info));
+	if (pce_maps_open(false) && pce_map_read_loader_info(&info) && info_out)
+		*info_out = info;
+	else if (info_out)
+		memset(info_out, 0, sizeof(*info_out));
+
+	if (pce_mode == PCE_MODE_OFF)
+	{
+		*why = "pg_cache_ext.mode is off";
+		return PCE_MECH_NONE;
+	}
+	if (!pce_maps_open(false))
+	{
+		*why = pce_maps_error();
+		return PCE_MECH_NONE;
+	}
+	if (info.abi_version != PCE_ABI_VERSION || info.mechanism == PCE_MECH_NONE)
+	{
+		*why = "the loader left no record of a mechanism (rerun pg_cache_ext_loader)";
+		return PCE_MECH_NONE;
+	}
+	if (!pin_present(info.mechanism == PCE_MECH_CACHE_EXT ? PCE_PIN_POLICY_LINK : PCE_PIN_TRACKER_LINK))
+	{
+		snprintf(reason, sizeof(reason), "the loader recorded %s but its link is not pinned "
+				 "(loader interrupted?): rerun pg_cache_ext_loader",
+				 info.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" : "stock");
+		*why = reason;
+		return PCE_MECH_NONE;
+	}
+	if ((pce_mode == PCE_MODE_STOCK && info.mechanism != PCE_MECH_STOCK) ||
+		(pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
+	{
+		snprintf(reason, sizeof(reason), "pg_cache_ext.mode = %s but the loader put %s in place",
+				 pce_mode == PCE_MODE_STOCK ? "stock" : "cache_ext",
+				 info.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" : "stock");
+		*why = reason;
+		return PCE_MECH_NONE;
+	}
+	*why = info.reason;
+	return (enum pce_mechanism) info.mechanism;
+}
+
 /* Write the knobs from the current GUC values (worker, at start and reload). */
 bool
 pce_map_write_knobs(void)

@@ -31,35 +31,9 @@
 #include "storage/bufmgr.h"
 #include "tcop/utility.h"
 #include "utils/rel.h"
-#include "utils/varlena.h"
 
 #include "pg_cache_ext_int.h"
-
-/* Bits of pg_cache_ext.scan_commands */
-#define CMD_VACUUM			0x01
-#define CMD_ANALYZE			0x02
-#define CMD_CREATE_INDEX	0x04
-#define CMD_REINDEX			0x08
-#define CMD_CLUSTER			0x10
-#define CMD_REFRESH_MATVIEW 0x20
-#define CMD_COPY_TO			0x40
-#define CMD_ALL				0x7f
-
-static const struct
-{
-	const char *name;
-	int			bit;
-}			scan_command_names[] = {
-	{"vacuum", CMD_VACUUM},
-	{"analyze", CMD_ANALYZE},
-	{"create_index", CMD_CREATE_INDEX},
-	{"reindex", CMD_REINDEX},
-	{"cluster", CMD_CLUSTER},
-	{"refresh_matview", CMD_REFRESH_MATVIEW},
-	{"copy_to", CMD_COPY_TO},
-	{"all", CMD_ALL},
-	{"none", 0},
-};
+#include "scan_commands.h"
 
 const char *const pce_reason_names[PCE_REASON__COUNT] = {
 	[PCE_REASON_NONE] = "none",
@@ -97,56 +71,6 @@ static int	overflow_frames = 0;	/* frames beyond MAX_FRAMES, counted only */
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
-
-/*
- * Parse a scan_commands list into a bit mask; -1 on error with *bad set to
- * the offending word (or NULL for a syntax error).  Used by the GUC's check
- * hook, so it must not throw.
- */
-int
-pce_parse_scan_commands(const char *value, char **bad)
-{
-	char	   *copy;
-	List	   *words;
-	ListCell   *lc;
-	int			mask = 0;
-
-	*bad = NULL;
-	if (value == NULL)
-		return 0;
-	copy = pstrdup(value);
-	if (!SplitIdentifierString(copy, ',', &words))
-	{
-		pfree(copy);
-		list_free(words);
-		return -1;
-	}
-	foreach(lc, words)
-	{
-		const char *word = (const char *) lfirst(lc);
-		bool		found = false;
-
-		for (int i = 0; i < lengthof(scan_command_names); i++)
-		{
-			if (pg_strcasecmp(word, scan_command_names[i].name) == 0)
-			{
-				mask |= scan_command_names[i].bit;
-				found = true;
-				break;
-			}
-		}
-		if (!found)
-		{
-			/* GUC_check_errdetail copies the string, but it must outlive copy */
-			*bad = pstrdup(word);
-			mask = -1;
-			break;
-		}
-	}
-	list_free(words);
-	pfree(copy);
-	return mask;
-}
 
 static void
 push_frame(const void *key, enum pce_reason reason, Oid relid)
@@ -310,21 +234,21 @@ utility_reason(Node *parsetree, Oid *relid)
 				if (stmt->rels != NIL)
 					*relid = rangevar_relid(((VacuumRelation *) linitial(stmt->rels))->relation);
 				if (stmt->is_vacuumcmd)
-					return (pce_scan_commands_mask & CMD_VACUUM) ? PCE_REASON_VACUUM : PCE_REASON_NONE;
-				return (pce_scan_commands_mask & CMD_ANALYZE) ? PCE_REASON_ANALYZE : PCE_REASON_NONE;
+					return (pce_scan_commands_mask & PCE_CMD_VACUUM) ? PCE_REASON_VACUUM : PCE_REASON_NONE;
+				return (pce_scan_commands_mask & PCE_CMD_ANALYZE) ? PCE_REASON_ANALYZE : PCE_REASON_NONE;
 			}
 		case T_IndexStmt:
 			*relid = rangevar_relid(((IndexStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & CMD_CREATE_INDEX) ? PCE_REASON_CREATE_INDEX : PCE_REASON_NONE;
+			return (pce_scan_commands_mask & PCE_CMD_CREATE_INDEX) ? PCE_REASON_CREATE_INDEX : PCE_REASON_NONE;
 		case T_ReindexStmt:
 			*relid = rangevar_relid(((ReindexStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & CMD_REINDEX) ? PCE_REASON_REINDEX : PCE_REASON_NONE;
+			return (pce_scan_commands_mask & PCE_CMD_REINDEX) ? PCE_REASON_REINDEX : PCE_REASON_NONE;
 		case T_ClusterStmt:
 			*relid = rangevar_relid(((ClusterStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & CMD_CLUSTER) ? PCE_REASON_CLUSTER : PCE_REASON_NONE;
+			return (pce_scan_commands_mask & PCE_CMD_CLUSTER) ? PCE_REASON_CLUSTER : PCE_REASON_NONE;
 		case T_RefreshMatViewStmt:
 			*relid = rangevar_relid(((RefreshMatViewStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & CMD_REFRESH_MATVIEW) ? PCE_REASON_REFRESH_MATVIEW : PCE_REASON_NONE;
+			return (pce_scan_commands_mask & PCE_CMD_REFRESH_MATVIEW) ? PCE_REASON_REFRESH_MATVIEW : PCE_REASON_NONE;
 		case T_CopyStmt:
 			{
 				CopyStmt   *stmt = (CopyStmt *) parsetree;
@@ -332,7 +256,7 @@ utility_reason(Node *parsetree, Oid *relid)
 				if (stmt->is_from)
 					return PCE_REASON_NONE;
 				*relid = rangevar_relid(stmt->relation);
-				return (pce_scan_commands_mask & CMD_COPY_TO) ? PCE_REASON_COPY_TO : PCE_REASON_NONE;
+				return (pce_scan_commands_mask & PCE_CMD_COPY_TO) ? PCE_REASON_COPY_TO : PCE_REASON_NONE;
 			}
 		default:
 			return PCE_REASON_NONE;

@@ -150,60 +150,27 @@ cache_ext_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	struct pce_loader_info info;
-	bool		maps_ok;
-	bool		have_info = false;
+	enum pce_mechanism mech;
 	struct utsname uts;
 	char		buf[512];
-	const char *state;
 	const char *reason;
 	char		worker_status[256];
 	int			worker_pid;
+	bool		maps_ok;
 
 	InitMaterializedSRF(fcinfo, 0);
 
 	maps_ok = pce_maps_open(true);
-	if (maps_ok)
-		have_info = pce_map_read_loader_info(&info);
+	mech = pce_current_mechanism(&reason, &info);
 
-	/* state and the reason for it */
-	if (pce_mode == PCE_MODE_OFF)
-	{
-		state = "idle";
-		reason = "pg_cache_ext.mode is off";
-	}
-	else if (!maps_ok)
-	{
-		state = "idle";
-		reason = pce_maps_error();
-	}
-	else if (!have_info || info.mechanism == PCE_MECH_NONE)
-	{
-		state = "idle";
-		reason = "the loader left no record of a mechanism (rerun pg_cache_ext_loader)";
-	}
-	else if ((pce_mode == PCE_MODE_STOCK && info.mechanism != PCE_MECH_STOCK) ||
-			 (pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
-	{
-		state = "idle";
-		snprintf(buf, sizeof(buf), "pg_cache_ext.mode = %s but the loader put %s in place",
-				 mode_name(pce_mode), mechanism_name(info.mechanism));
-		reason = pstrdup(buf);
-	}
-	else
-	{
-		state = "active";
-		reason = info.reason;
-	}
-
-	put_text_row(rsinfo, "state", state);
+	put_text_row(rsinfo, "state", mech != PCE_MECH_NONE ? "active" : "idle");
 	put_text_row(rsinfo, "reason", reason);
 	put_text_row(rsinfo, "mode", mode_name(pce_mode));
-	put_text_row(rsinfo, "mechanism",
-				 strcmp(state, "active") == 0 ? mechanism_name(info.mechanism) : "none");
+	put_text_row(rsinfo, "mechanism", mechanism_name(mech));
 	uname(&uts);
 	put_text_row(rsinfo, "kernel", uts.release);
 	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_has_cache_ext() ? "yes" : "no");
-	if (maps_ok && have_info)
+	if (info.abi_version == PCE_ABI_VERSION)
 	{
 		snprintf(buf, sizeof(buf), "reachable (pid %u, loaded at %s)", info.loader_pid,
 				 timestamptz_to_str(time_t_to_timestamptz((pg_time_t) info.loaded_at_unix)));
@@ -212,7 +179,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	else
 		put_text_row(rsinfo, "loader", "not reachable");
 	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
-	put_text_row(rsinfo, "cgroup", have_info && info.cgroup[0] ? info.cgroup : NULL);
+	put_text_row(rsinfo, "cgroup", info.cgroup[0] ? info.cgroup : NULL);
 	if (maps_ok)
 	{
 		snprintf(buf, sizeof(buf), "%d", count_kernel_marks());

@@ -28,6 +28,7 @@
 #include "utils/timestamp.h"
 
 #include "pg_cache_ext_int.h"
+#include "scan_commands.h"
 
 PG_MODULE_MAGIC;
 
@@ -236,13 +237,13 @@ check_bpffs_dir(char **newval, void **extra, GucSource source)
 static bool
 check_scan_commands(char **newval, void **extra, GucSource source)
 {
-	char	   *bad = NULL;
-	int			mask = pce_parse_scan_commands(*newval, &bad);
+	char		bad[80];
+	int			mask = pce_parse_scan_commands(*newval, bad, sizeof(bad));
 	int		   *result;
 
 	if (mask < 0)
 	{
-		if (bad)
+		if (bad[0])
 			GUC_check_errdetail("Unrecognized command \"%s\": use vacuum, analyze, create_index, "
 								"reindex, cluster, refresh_matview, copy_to, all or none.", bad);
 		else

@@ -132,6 +132,7 @@ extern bool pce_map_read_stats(uint64 *out);
 extern bool pce_map_read_loader_info(struct pce_loader_info *out);
 extern bool pce_map_write_knobs(void);
 extern bool pce_kernel_has_cache_ext(void);
+extern enum pce_mechanism pce_current_mechanism(const char **why, struct pce_loader_info *info);
 extern uint64 pce_proc_start_ticks(int pid);
 
 /* registry.c */
@@ -145,7 +146,6 @@ extern bool pce_self_marked(void);
 
 /* classify.c */
 extern void pce_classify_init(void);
-extern int	pce_parse_scan_commands(const char *value, char **bad);
 extern const char *const pce_reason_names[PCE_REASON__COUNT];
 
 /* worker.c */

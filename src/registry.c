@@ -34,11 +34,26 @@
 static bool self_marked = false;
 static bool exit_callback_registered = false;
 
+/* Our own start time never changes: read /proc once per process. */
+static uint64
+self_start_ticks(void)
+{
+	static int	cached_pid = 0;
+	static uint64 cached_ticks = 0;
+
+	if (cached_pid != MyProcPid)
+	{
+		cached_ticks = pce_proc_start_ticks(MyProcPid);
+		cached_pid = MyProcPid;
+	}
+	return cached_ticks;
+}
+
 static void
 fill_mark(struct pce_scan_mark *mark, int pid, enum pce_reason reason, Oid relid, Oid dboid)
 {
 	memset(mark, 0, sizeof(*mark));
-	mark->proc_start_ticks = pce_proc_start_ticks(pid);
+	mark->proc_start_ticks = pid == MyProcPid ? self_start_ticks() : pce_proc_start_ticks(pid);
 	mark->marked_at_us = (__u64) GetCurrentTimestamp();
 	mark->reason = reason;
 	mark->relid = relid;

@@ -165,40 +165,6 @@ mark_background_processes(void)
 	pgstat_clear_backend_activity_snapshot();
 }
 
-/*
- * Which mechanism is in force, given what the loader did and the mode?
- * Returns the mechanism, or PCE_MECH_NONE with *why explaining.
- */
-static enum pce_mechanism
-current_mechanism(const char **why)
-{
-	static struct pce_loader_info info;
-
-	*why = NULL;
-	if (pce_mode == PCE_MODE_OFF)
-	{
-		*why = "pg_cache_ext.mode is off";
-		return PCE_MECH_NONE;
-	}
-	if (!pce_maps_open(false))
-	{
-		*why = pce_maps_error();
-		return PCE_MECH_NONE;
-	}
-	if (!pce_map_read_loader_info(&info))
-	{
-		*why = "the loader's record is missing or from another version (rerun pg_cache_ext_loader)";
-		return PCE_MECH_NONE;
-	}
-	if ((pce_mode == PCE_MODE_STOCK && info.mechanism != PCE_MECH_STOCK) ||
-		(pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
-	{
-		*why = "pg_cache_ext.mode asks for a mechanism the loader did not put in place";
-		return PCE_MECH_NONE;
-	}
-	return (enum pce_mechanism) info.mechanism;
-}
-
 void
 pce_worker_main(Datum arg)
 {
@@ -229,7 +195,7 @@ pce_worker_main(Datum arg)
 			knobs_written = false;
 		}
 
-		mech = current_mechanism(&why);
+		mech = pce_current_mechanism(&why, NULL);
 		if (pce_maps_open(false) && !knobs_written)
 			knobs_written = pce_map_write_knobs();
 		if (!pce_maps_open(false))

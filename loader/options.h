@@ -1,0 +1,40 @@
+/*
+ * options.h
+ *		The loader's command line, parsed and validated (options.c).  Kept
+ *		apart from the BPF code so that the fuzzer can run it alone.
+ */
+#ifndef PCE_LOADER_OPTIONS_H
+#define PCE_LOADER_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PCE_DEFAULT_BPFFS_DIR	"/sys/fs/bpf/pg_cache_ext"
+#define PCE_CLUSTER_ID_MAX		31
+
+struct pce_loader_options
+{
+	const char *datadir;
+	const char *cluster_id;
+	const char *bpffs_dir;
+	const char *group;
+	const char *mode;			/* auto, stock, cache_ext */
+	const char *cgroup;
+	bool		check;
+	bool		unload;
+	bool		show;
+	bool		verbose;
+	bool		help;
+};
+
+/*
+ * Parse argv into *opt.  Returns 0, or -1 with a one-line reason in err.
+ * Restartable (resets getopt), so it can be called many times.
+ */
+extern int	pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
+									 char *err, size_t errlen);
+
+/* Is this a valid --cluster-id?  (digits, a-z, '_' and '-', 1..31 chars) */
+extern bool pce_valid_cluster_id(const char *id);
+
+#endif
