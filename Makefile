@@ -72,6 +72,10 @@ $(LOADER): $(LOADER_SRCS) $(wildcard loader/*.h) bpf/tracker.skel.h bpf/pg_cache
 	$(CC) $(LOADER_CFLAGS) -o $@ $(LOADER_SRCS) $(LOADER_LIBS)
 
 TEST_TOOLS = $(if $(wildcard test/check_policy_object.c),test/check_policy_object)
+TEST_TOOLS += test/pce_fill_map
+test/pce_fill_map: test/pce_fill_map.c bpf/pg_cache_ext.h
+	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
+
 test/check_policy_object: test/check_policy_object.c
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 

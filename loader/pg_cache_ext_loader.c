@@ -381,6 +381,8 @@ do_show(void)
 	int			pids_fd = open_pin(PCE_PIN_SCAN_PIDS);
 	int			stats_fd = open_pin(PCE_PIN_STATS);
 	int			info_fd = open_pin(PCE_PIN_LOADER_INFO);
+	int			knobs_fd = open_pin(PCE_PIN_KNOBS);
+	struct pce_knobs k;
 	int			ncpu = libbpf_num_possible_cpus();
 	__u32		key,
 				next,
@@ -395,6 +397,9 @@ do_show(void)
 	};
 
 	key = 0;
+	if (bpf_map_lookup_elem(knobs_fd, &key, &k) == 0)
+		printf("knobs tracking %u promote_on_access %u scan_min_percent %u bypass_scan_reads %u\n",
+			   k.tracking, k.promote_on_access, k.scan_min_percent, k.bypass_scan_reads);
 	if (bpf_map_lookup_elem(info_fd, &key, &li) == 0)
 		printf("mechanism %s\nreason %s\n",
 			   li.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" :

@@ -194,6 +194,8 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	LWLockRelease(pce_shared->lock);
 	snprintf(buf, sizeof(buf), "pid %d: %s", worker_pid, worker_status);
 	put_text_row(rsinfo, "worker", buf);
+	/* counters start at zero at server start, crash restart and reset */
+	put_text_row(rsinfo, "stats_since", timestamptz_to_str(pce_shared->stats_reset));
 
 #if PG_VERSION_NUM >= 180000
 	{

@@ -209,7 +209,7 @@ pce_remove_stale_marks(bool sweep_slots)
 	__u32		key;
 	__u32		next;
 	__u32	   *prev = NULL;
-	__u32		stale[256];
+	static __u32 stale[PCE_MAX_SCAN_PIDS];	/* the whole map in one pass */
 	int			nstale = 0;
 	int			removed = 0;
 

@@ -1,0 +1,56 @@
+/*
+ * pce_fill_map.c
+ *		Test tool: fill a cluster's scan-PID map with entries for PIDs that
+ *		do not exist, as an unprivileged member of the pins' group would.
+ *
+ *	pce_fill_map PIN_DIR N	add N fake entries (PIDs from 4000000 down)
+ *	prints how many went in and the errno that stopped it, if any.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/types.h>
+#include <bpf/bpf.h>
+
+#include "pg_cache_ext.h"
+
+int
+main(int argc, char **argv)
+{
+	char		path[4096];
+	int			fd;
+	int			n;
+	int			added = 0;
+	struct pce_scan_mark mark;
+
+	if (argc != 3)
+	{
+		fprintf(stderr, "usage: pce_fill_map PIN_DIR N\n");
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/%s", argv[1], PCE_PIN_SCAN_PIDS);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+	{
+		fprintf(stderr, "pce_fill_map: cannot open %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	n = atoi(argv[2]);
+	memset(&mark, 0, sizeof(mark));
+	mark.proc_start_ticks = 1;	/* no live process has this start time */
+	mark.reason = PCE_REASON_TEST;
+	for (int i = 0; i < n; i++)
+	{
+		__u32		pid = 4000000 - i;
+
+		if (bpf_map_update_elem(fd, &pid, &mark, BPF_NOEXIST) != 0)
+		{
+			printf("added %d stopped %s\n", added, strerror(errno));
+			return 0;
+		}
+		added++;
+	}
+	printf("added %d\n", added);
+	return 0;
+}
