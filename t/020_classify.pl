@@ -16,7 +16,9 @@ my $node = new_node('classify',
 	'max_parallel_workers' => 4,
 	'autovacuum_naptime' => '1s',
 	'log_autovacuum_min_duration' => 0,
-	'restart_after_crash' => 'on');
+	'restart_after_crash' => 'on',
+	'max_wal_senders' => 2,
+	'wal_level' => 'replica');
 load_bpf($node) or BAIL_OUT('loader failed');
 $node->start;
 $node->safe_psql('postgres', q{
@@ -143,6 +145,23 @@ $node->safe_psql('postgres', 'ALTER TABLE big SET (autovacuum_enabled = off)');
 ok(wait_until(sub { $node->safe_psql('postgres',
 	"SELECT count(*) FROM cache_ext_scans() WHERE reason = 'autovacuum'") eq '0' }, 30),
 	'and unmarked when it is done');
+
+# ---- a WAL sender serving a base backup ----
+my $bb_before = stat_value($node, 'marks_basebackup');
+my $bb_seen = 0;
+my $bb = IPC::Run::start([ "$bindir/pg_basebackup", '-d', $node->connstr('postgres'), '-D',
+	"${PostgreSQL::Test::Utils::tmp_check}/backup", '--max-rate=8M', '--no-sync', '-c', 'fast' ]);
+wait_until(sub {
+	$bb_seen ||= $node->safe_psql('postgres',
+		"SELECT count(*) FROM cache_ext_scans() s JOIN pg_stat_activity a USING (pid)
+		  WHERE s.reason = 'basebackup' AND a.backend_type = 'walsender'") > 0;
+}, 20);
+ok($bb->finish, 'pg_basebackup completes');
+ok($bb_seen, 'the WAL sender is marked while it sends the base backup');
+cmp_ok(stat_value($node, 'marks_basebackup'), '>', $bb_before, 'counted as a basebackup mark');
+ok(wait_until(sub { $node->safe_psql('postgres',
+	"SELECT count(*) FROM cache_ext_scans() WHERE reason = 'basebackup'") eq '0' }, 3),
+	'and unmarked when the backup is done');
 
 # ---- every way a scan can end leaves no entry (checked within 1 s) ----
 # about 4 s: long enough to interrupt (CASE keeps the planner from
