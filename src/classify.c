@@ -166,13 +166,11 @@ scan_size_walker(PlanState *ps, ScanSize *size)
 	return planstate_tree_walker(ps, scan_size_walker, size);
 }
 
+/* Mark the backend if this plan is a scan; called after ExecutorStart. */
 static void
-pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
+classify_plan(QueryDesc *queryDesc, int eflags)
 {
-	if (prev_ExecutorStart)
-		prev_ExecutorStart(queryDesc, eflags);
-	else
-		standard_ExecutorStart(queryDesc, eflags);
+	ScanSize	size = {0, 0, InvalidOid};
 
 	if (pce_mode == PCE_MODE_OFF || pce_session_scan == PCE_SCAN_OFF ||
 		(eflags & EXEC_FLAG_EXPLAIN_ONLY))
@@ -186,17 +184,40 @@ pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
 	if (pce_scan_threshold < 0 || queryDesc->planstate == NULL)
 		return;
 
-	{
-		ScanSize	size = {0, 0, InvalidOid};
-
-		scan_size_walker(queryDesc->planstate, &size);
-		/* 0 marks every scan; otherwise the scans must exceed the threshold */
-		if (size.largest_relid != InvalidOid &&
-			(pce_scan_threshold == 0 ||
-			 size.total_blocks > (BlockNumber) pce_scan_threshold))
-			push_frame(queryDesc, PCE_REASON_SEQSCAN, size.largest_relid);
-	}
+	scan_size_walker(queryDesc->planstate, &size);
+	/* 0 marks every scan; otherwise the scans must exceed the threshold */
+	if (size.largest_relid != InvalidOid &&
+		(pce_scan_threshold == 0 ||
+		 size.total_blocks > (BlockNumber) pce_scan_threshold))
+		push_frame(queryDesc, PCE_REASON_SEQSCAN, size.largest_relid);
 }
+
+/* 18 lets ExecutorStart report that a cached plan went stale */
+#if PG_VERSION_NUM >= 180000
+static bool
+pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	bool		plan_valid;
+
+	if (prev_ExecutorStart)
+		plan_valid = prev_ExecutorStart(queryDesc, eflags);
+	else
+		plan_valid = standard_ExecutorStart(queryDesc, eflags);
+	if (plan_valid)
+		classify_plan(queryDesc, eflags);
+	return plan_valid;
+}
+#else
+static void
+pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+	classify_plan(queryDesc, eflags);
+}
+#endif
 
 static void
 pce_ExecutorEnd(QueryDesc *queryDesc)
@@ -263,11 +284,30 @@ utility_reason(Node *parsetree, Oid *relid)
 	}
 }
 
+/* 14 added readOnlyTree to the utility hook */
+#if PG_VERSION_NUM >= 140000
+#define UTILITY_PARAMS PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
+	ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *queryEnv, \
+	DestReceiver *dest, QueryCompletion *qc
+#define UTILITY_ARGS pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
+#else
+#define UTILITY_PARAMS PlannedStmt *pstmt, const char *queryString, \
+	ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *queryEnv, \
+	DestReceiver *dest, QueryCompletion *qc
+#define UTILITY_ARGS pstmt, queryString, context, params, queryEnv, dest, qc
+#endif
+
 static void
-pce_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-				   bool readOnlyTree, ProcessUtilityContext context,
-				   ParamListInfo params, QueryEnvironment *queryEnv,
-				   DestReceiver *dest, QueryCompletion *qc)
+next_ProcessUtility(UTILITY_PARAMS)
+{
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(UTILITY_ARGS);
+	else
+		standard_ProcessUtility(UTILITY_ARGS);
+}
+
+static void
+pce_ProcessUtility(UTILITY_PARAMS)
 {
 	enum pce_reason reason = PCE_REASON_NONE;
 	Oid			relid = InvalidOid;
@@ -285,24 +325,14 @@ pce_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (reason == PCE_REASON_NONE)
 	{
-		if (prev_ProcessUtility)
-			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-		else
-			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-									params, queryEnv, dest, qc);
+		next_ProcessUtility(UTILITY_ARGS);
 		return;
 	}
 
 	push_frame(&utility_key, reason, relid);
 	PG_TRY();
 	{
-		if (prev_ProcessUtility)
-			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-		else
-			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-									params, queryEnv, dest, qc);
+		next_ProcessUtility(UTILITY_ARGS);
 	}
 	PG_FINALLY();
 	{

@@ -36,6 +36,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "pg_cache_ext_int.h"
 
 PG_FUNCTION_INFO_V1(cache_ext_status);
@@ -384,7 +385,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("relation \"%s\" has no storage", RelationGetRelationName(rel))));
 
-	base = relpathbackend(rel->rd_node, rel->rd_backend, MAIN_FORKNUM);
+	base = relpathbackend(PCE_REL_FILE(rel), rel->rd_backend, MAIN_FORKNUM);
 	for (int segno = 0;; segno++)
 	{
 		char		path[MAXPGPATH];

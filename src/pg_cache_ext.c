@@ -19,6 +19,8 @@
 #include "postgres.h"
 
 #include "access/twophase.h"
+#include "postmaster/autovacuum.h"
+#include "replication/walsender.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
@@ -27,6 +29,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "pg_cache_ext_int.h"
 #include "scan_commands.h"
 
@@ -49,7 +52,9 @@ bool		pce_bypass_scan_reads = false;
 
 PceShared  *pce_shared = NULL;
 
+#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static const struct config_enum_entry mode_options[] = {
@@ -79,19 +84,32 @@ static bool check_scan_commands(char **newval, void **extra, GucSource source);
 static void assign_scan_commands(const char *newval, void *extra);
 static bool check_bpffs_dir(char **newval, void **extra, GucSource source);
 
+/* One slot per PGPROC: the index is the process's pgprocno. */
+static int
+pce_nslots(void)
+{
+#if PG_VERSION_NUM >= 150000
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+#else
+	/* MaxBackends is not computed yet when _PG_init requests memory */
+	return MaxConnections + autovacuum_max_workers + 1 + max_worker_processes +
+		max_wal_senders + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+#endif
+}
+
 static Size
 pce_shmem_size(void)
 {
-	Size		nslots = MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-
-	return add_size(offsetof(PceShared, slots), mul_size(nslots, sizeof(PceScanSlot)));
+	return add_size(offsetof(PceShared, slots), mul_size(pce_nslots(), sizeof(PceScanSlot)));
 }
 
 static void
 pce_shmem_request(void)
 {
+#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
+#endif
 	RequestAddinShmemSpace(pce_shmem_size());
 	RequestNamedLWLockTranche("pg_cache_ext", 1);
 }
@@ -116,7 +134,7 @@ pce_shmem_startup(void)
 			pg_atomic_init_u64(&pce_shared->marks_by_reason[i], 0);
 		pce_shared->stats_reset = GetCurrentTimestamp();
 		pce_shared->started = pce_shared->stats_reset;
-		pce_shared->nslots = MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+		pce_shared->nslots = pce_nslots();
 		strlcpy(pce_shared->worker_status, "not started", sizeof(pce_shared->worker_status));
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -276,8 +294,13 @@ _PG_init(void)
 
 	pce_define_gucs();
 
+#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = pce_shmem_request;
+#else
+	/* before 15, requests are made directly from _PG_init */
+	pce_shmem_request();
+#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pce_shmem_startup;
 

@@ -29,6 +29,7 @@
 #include "storage/procarray.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "pg_cache_ext_int.h"
 
 static bool self_marked = false;
@@ -147,7 +148,7 @@ pce_mark_self(enum pce_reason reason, Oid relid)
 
 	fill_mark(&mark, MyProcPid, reason, relid, MyDatabaseId);
 	in_kernel = put_in_kernel_map(MyProcPid, &mark);
-	set_slot(MyProc->pgprocno, MyProcPid, reason, relid, MyDatabaseId, in_kernel);
+	set_slot(PCE_PROCNO(MyProc), MyProcPid, reason, relid, MyDatabaseId, in_kernel);
 	self_marked = true;
 	pce_count(PCE_USTAT_MARKS, 1);
 	if (pce_shared)
@@ -163,7 +164,7 @@ pce_unmark_self(void)
 	self_marked = false;
 	pce_map_delete_mark((__u32) MyProcPid);
 	if (MyProc)
-		clear_slot(MyProc->pgprocno, MyProcPid);
+		clear_slot(PCE_PROCNO(MyProc), MyProcPid);
 	pce_count(PCE_USTAT_UNMARKS, 1);
 }
 

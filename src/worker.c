@@ -31,6 +31,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "pg_cache_ext_int.h"
 
 #define LOOP_TIMEOUT_MS		100
@@ -123,7 +124,7 @@ mark_background_processes(void)
 	n = pgstat_fetch_stat_numbackends();
 	for (int i = 1; i <= n; i++)
 	{
-		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+		LocalPgBackendStatus *local = pce_local_beentry(i);
 		PgBackendStatus *be;
 		enum pce_reason reason;
 		int			idx;
@@ -147,10 +148,10 @@ mark_background_processes(void)
 			if (!proc)
 				continue;
 			/* remembered even if the kernel map refused it, to unmark later */
-			pce_mark_other(be->st_procpid, proc->pgprocno, reason,
+			pce_mark_other(be->st_procpid, PCE_PROCNO(proc), reason,
 						   be->st_progress_command_target, be->st_databaseid);
 			bg_marks[nbg_marks].pid = be->st_procpid;
-			bg_marks[nbg_marks].procno = proc->pgprocno;
+			bg_marks[nbg_marks].procno = PCE_PROCNO(proc);
 			still[nbg_marks] = true;
 			nbg_marks++;
 		}
