@@ -124,6 +124,21 @@ ok(wait_until(sub { stat_value($node, 'bytes_tracked') <= 1024 * 1024 }, 5),
 	'extents of the dropped table are let go (no leak)');
 cmp_ok(stat_value($node, 'files_not_found'), '>', $not_found_before, 'their files are counted as not found');
 is(stat_value($node, 'drop_errors'), '0', 'no drop errors');
+# ---- scan_max_age: within budget, scan pages still go once they are old ----
+$node->safe_psql('postgres', q{
+	ALTER SYSTEM SET pg_cache_ext.scan_budget = '512MB';
+	ALTER SYSTEM SET pg_cache_ext.scan_max_age = '1s';
+	SELECT pg_reload_conf();
+});
+usleep(300_000);
+root('drop-caches');
+$node->safe_psql('postgres', 'SELECT count(*) FROM hot WHERE g < 1000');
+$node->safe_psql('postgres', "SELECT count(*) FROM big WHERE g < 300000");
+ok(wait_until(sub { stat_value($node, 'bytes_tracked') == 0 }, 5),
+	'with a large budget, scan pages older than scan_max_age are dropped');
+cmp_ok(cached_mb('big'), '<=', 2, 'and the scanned table left the cache (' . cached_mb('big') . ' MB)');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET pg_cache_ext.scan_max_age; SELECT pg_reload_conf()');
+
 is($node->safe_psql('postgres', 'SELECT count(*) FROM big WHERE g < 10'), '9', 'queries unaffected');
 my $log = slurp_file($node->logfile);
 unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
