@@ -29,3 +29,9 @@ SET pg_cache_ext.scan = on;
 RESET ALL;
 -- the prefix is reserved: a misspelt setting is an error, not a silent no-op
 SET pg_cache_ext.scan_treshold = 10;
+-- server-wide settings past their bounds are refused by ALTER SYSTEM too
+ALTER SYSTEM SET pg_cache_ext.scan_min_percent = 101;
+ALTER SYSTEM SET pg_cache_ext.scan_budget = 0;
+ALTER SYSTEM SET pg_cache_ext.scan_max_age = -1;
+ALTER SYSTEM SET pg_cache_ext.mode = sometimes;
+ALTER SYSTEM SET pg_cache_ext.bpffs_dir = 'relative/path';

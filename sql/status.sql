@@ -13,3 +13,8 @@ SELECT value LIKE 'pid %' AS worker_running FROM cache_ext_status() WHERE name =
 -- every counter is there, none negative
 SELECT count(*) >= 30 AS enough_counters, bool_and(value >= 0) AS none_negative
   FROM cache_ext_stats();
+-- on 5.19+ kernels the sysctl does not keep the server out
+SELECT value ~ '^kernel.unprivileged_bpf_disabled = [0-9]: fine' AS unprivileged_bpf_fine
+  FROM cache_ext_status() WHERE name = 'unprivileged_bpf';
+SELECT value::timestamptz <= now() AS stats_since_is_a_past_time
+  FROM cache_ext_status() WHERE name = 'stats_since';

@@ -144,6 +144,35 @@ count_kernel_marks(void)
 }
 
 /*
+ * kernel.unprivileged_bpf_disabled, and whether it matters: from 5.19 on,
+ * opening a pinned map is governed by the pin's file mode alone; before,
+ * a non-zero value keeps the unprivileged server out of the maps.
+ */
+static const char *
+unprivileged_bpf_note(const char *release, char *buf, size_t len)
+{
+	int			major = 0,
+				minor = 0;
+	int			value = -1;
+	FILE	   *f = fopen("/proc/sys/kernel/unprivileged_bpf_disabled", "r");
+
+	if (f)
+	{
+		if (fscanf(f, "%d", &value) != 1)
+			value = -1;
+		fclose(f);
+	}
+	sscanf(release, "%d.%d", &major, &minor);
+	if (value <= 0)
+		snprintf(buf, len, "kernel.unprivileged_bpf_disabled = %d: fine", value < 0 ? 0 : value);
+	else if (major > 5 || (major == 5 && minor >= 19))
+		snprintf(buf, len, "kernel.unprivileged_bpf_disabled = %d: fine on this kernel (5.19+)", value);
+	else
+		snprintf(buf, len, "kernel.unprivileged_bpf_disabled = %d: this kernel (< 5.19) needs 0 for the server to open the maps", value);
+	return buf;
+}
+
+/*
  * cache_ext_status(): one row per fact, (name, value).
  */
 Datum
@@ -171,6 +200,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	uname(&uts);
 	put_text_row(rsinfo, "kernel", uts.release);
 	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_has_cache_ext() ? "yes" : "no");
+	put_text_row(rsinfo, "unprivileged_bpf", unprivileged_bpf_note(uts.release, buf, sizeof(buf)));
 	if (info.abi_version == PCE_ABI_VERSION)
 	{
 		snprintf(buf, sizeof(buf), "reachable (pid %u, loaded at %s)", info.loader_pid,
