@@ -19,11 +19,22 @@
  *	   kernel's BTF (enum bpf_attach_type), never hard-coded.
  *
  * The link is pinned as <pin_dir>/policy_link and the struct_ops map as
- * <pin_dir>/policy_ops.  Pinning the map as well keeps it alive for as long
- * as the link is: the research kernel's link teardown drops its map
- * reference before it disables cache_ext on the cgroup, so a map freed at
- * that moment would leave the cgroup pointing at freed callbacks.
- * pce_detach_policy() therefore unpins the link first and the map second.
+ * <pin_dir>/policy_ops (so that nothing depends on this process staying
+ * alive, and so that the map provably outlives the link's teardown).
+ *
+ * Research-kernel facts this file works around (found in the lab):
+ *	- cache_ext runs a policy only on memory cgroups whose name starts with
+ *	  "cache_ext"; a link elsewhere is accepted and does nothing: refused here.
+ *	- a second link on the same cgroup is not refused by the kernel (it would
+ *	  replace the first, whose teardown would then free the second's lists):
+ *	  refused here (existing pin, or an existing cache_ext link on the cgroup).
+ *	- link teardown is asynchronous (workqueue) and frees the lists leaving
+ *	  poisoned nodes while callbacks still run: a page-cache removal in the
+ *	  cgroup at that moment oopses (GPF at 0xdead000000000108 in
+ *	  cache_ext_list_del).  pce_detach_policy() quiesces the cgroup (limits
+ *	  lifted, page cache reclaimed through the policy), drops link and map,
+ *	  waits for the kernel to free the map (the end of the teardown) and
+ *	  only then restores the limits.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -493,46 +504,199 @@ out:
 	return err;
 }
 
+/*
+ * Quiesce the cgroup before the link goes away.
+ *
+ * The research kernel tears a policy down in the link's dealloc: it frees
+ * the lists with list_del() (leaving LIST_POISON in every node still on a
+ * list) and only afterwards re-initialises the nodes, while the cgroup's
+ * cache_ext callbacks and the kernel's own valid_folios_del() keep running.
+ * A folio removed from the page cache in that window is list_del()'d a
+ * second time through the poison: general protection fault (seen in the
+ * lab, in cache_ext_list_del() called from folio_evicted, whenever a reader
+ * in the cgroup was under memory.max pressure during the detach).  So:
+ *
+ *	1. lift memory.high and memory.max to "max", so that no charge in the
+ *	   cgroup triggers reclaim (page-cache removals) during the teardown;
+ *	2. reclaim the cgroup's page cache (memory.reclaim) through the policy
+ *	   itself: every evicted folio leaves its list, and the teardown finds
+ *	   (nearly) empty lists;
+ *	3. (caller) drop the link; 4. restore the limits.
+ *
+ * What is lost: the cgroup's clean page cache, once, and for the moment of
+ * the teardown its memory limits.  Truncations (DROP TABLE) during those
+ * milliseconds are still exposed; that needs the kernel fixed.
+ */
+struct cgroup_quiesce
+{
+	int			cg_fd;
+	char		saved_max[64];
+	char		saved_high[64];
+	long long	drained;
+};
+
+static bool
+cg_read(int cg_fd, const char *file, char *buf, size_t len)
+{
+	int			fd = openat(cg_fd, file, O_RDONLY | O_CLOEXEC);
+	ssize_t		n = -1;
+
+	if (fd >= 0)
+	{
+		n = read(fd, buf, len - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return true;
+}
+
+static bool
+cg_write(int cg_fd, const char *file, const char *val)
+{
+	int			fd = openat(cg_fd, file, O_WRONLY | O_CLOEXEC);
+	bool		ok;
+
+	if (fd < 0)
+		return false;
+	/* memory.reclaim says EAGAIN when not all of it could go: fine */
+	ok = write(fd, val, strlen(val)) >= 0 || errno == EAGAIN;
+	close(fd);
+	return ok;
+}
+
+static void
+quiesce_cgroup(__u64 cgid, struct cgroup_quiesce *q)
+{
+	union
+	{
+		struct file_handle fh;
+		char		buf[sizeof(struct file_handle) + 8];
+	}			h;
+	char		cur[64];
+	int			mnt_fd;
+
+	memset(q, 0, sizeof(*q));
+	q->cg_fd = -1;
+	q->drained = -1;
+	if (cgid == 0 || getenv("PCE_DETACH_NO_QUIESCE"))
+		return;
+	mnt_fd = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mnt_fd < 0)
+		return;
+	h.fh.handle_bytes = sizeof(cgid);
+	h.fh.handle_type = 0xfe;	/* FILEID_KERNFS: the handle of a cgroup is its id */
+	memcpy(h.fh.f_handle, &cgid, sizeof(cgid));
+	q->cg_fd = open_by_handle_at(mnt_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(mnt_fd);
+	if (q->cg_fd < 0)
+		return;
+	if (cg_read(q->cg_fd, "memory.max", q->saved_max, sizeof(q->saved_max)))
+		cg_write(q->cg_fd, "memory.max", "max");
+	if (cg_read(q->cg_fd, "memory.high", q->saved_high, sizeof(q->saved_high)))
+		cg_write(q->cg_fd, "memory.high", "max");
+	if (cg_read(q->cg_fd, "memory.current", cur, sizeof(cur)) && atoll(cur) > 0 &&
+		cg_write(q->cg_fd, "memory.reclaim", cur))
+		q->drained = atoll(cur);
+}
+
+static void
+unquiesce_cgroup(struct cgroup_quiesce *q)
+{
+	if (q->cg_fd < 0)
+		return;
+	if (q->saved_high[0])
+		cg_write(q->cg_fd, "memory.high", q->saved_high);
+	if (q->saved_max[0] && !cg_write(q->cg_fd, "memory.max", q->saved_max))
+		fprintf(stderr, "pg_cache_ext_loader: warning: cannot restore memory.max %s: %s\n",
+				q->saved_max, strerror(errno));
+	close(q->cg_fd);
+	q->cg_fd = -1;
+}
+
 int
 pce_detach_policy(const char *pin_dir, char *why, size_t whylen)
 {
 	char		link_path[4096],
 				map_path[4096];
-	struct bpf_link_info info;
+	unsigned char info[256];
 	__u32		len = sizeof(info);
-	__u32		link_id = 0;
+	__u32		link_id = 0,
+				map_id = 0;
+	__u64		cgid = 0;
+	struct cgroup_quiesce q = {.cg_fd = -1, .drained = -1};
 	int			fd;
 
 	snprintf(link_path, sizeof(link_path), "%s/%s", pin_dir, PCE_PIN_POLICY_LINK);
 	snprintf(map_path, sizeof(map_path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
 
+	/*
+	 * Order matters on the research kernel (see quiesce_cgroup()): quiesce,
+	 * drop the link, drop the map, then wait until the kernel has freed the
+	 * map, which its link teardown does only after unregistering the
+	 * policy (the teardown may run later, from a workqueue), and only then
+	 * give the cgroup its limits back.
+	 */
+	fd = bpf_obj_get(map_path);
+	if (fd >= 0)
+	{
+		struct bpf_map_info minfo;
+		__u32		mlen = sizeof(minfo);
+
+		memset(&minfo, 0, sizeof(minfo));
+		if (bpf_obj_get_info_by_fd(fd, &minfo, &mlen) == 0)
+			map_id = minfo.id;
+		close(fd);
+	}
 	fd = bpf_obj_get(link_path);
 	if (fd >= 0)
 	{
-		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
-			link_id = info.id;
+		memset(info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, info, &len) == 0)
+		{
+			memcpy(&link_id, info + 4, sizeof(link_id));
+			memcpy(&cgid, info + 16, sizeof(cgid));
+		}
 		close(fd);
+		quiesce_cgroup(cgid, &q);
 	}
 	if (unlink(link_path) != 0 && errno != ENOENT)
 	{
 		int			err = -errno;
 
 		snprintf(why, whylen, "cannot unpin \"%s\": %s", link_path, strerror(-err));
+		unquiesce_cgroup(&q);
 		return err;
 	}
-	/* the link is gone now (unless someone else holds it): then the map */
 	if (unlink(map_path) != 0 && errno != ENOENT)
 	{
 		int			err = -errno;
 
 		snprintf(why, whylen, "cannot unpin \"%s\": %s", map_path, strerror(-err));
+		unquiesce_cgroup(&q);
 		return err;
 	}
+	if (map_id)
+	{
+		/* up to 60 s: the teardown walks the whole folio index of the cgroup */
+		for (int i = 0; i < 6000; i++)
+		{
+			int			mfd = bpf_map_get_fd_by_id(map_id);
+
+			if (mfd < 0 && errno == ENOENT)
+				break;
+			if (mfd >= 0)
+				close(mfd);
+			usleep(10000);
+		}
+	}
+	unquiesce_cgroup(&q);
 	if (link_id)
 		fprintf(stderr, "pg_cache_ext_loader: cache_ext policy link %u detached: the cgroup's page cache is "
-				"back under the kernel's LRU; the policy's scan/main lists and their ordering are freed "
-				"(cached pages stay cached, scan pages lose their evict-first status)\n", link_id);
+				"back under the kernel's LRU; the policy's scan/main lists are freed%s\n", link_id,
+				q.drained > 0 ? " (the cgroup's page cache was reclaimed first to empty them)" : "");
 	snprintf(why, whylen, link_id ? "policy link %u detached" : "no policy link was pinned", link_id);
 	return 0;
 }

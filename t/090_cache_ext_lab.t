@@ -43,4 +43,16 @@ cmp_ok($r{stat_folios_evicted_scan} // 0, '>', 0, 'the policy evicted from the s
 cmp_ok($r{stat_folios_evicted_scan} // 0, '>', 10 * ($r{stat_folios_evicted_main} // 0),
 	'scan list evicted first (scan ' . ($r{stat_folios_evicted_scan} // 0) . ', main ' . ($r{stat_folios_evicted_main} // 0) . ')');
 cmp_ok($r{after_reread_folios_promoted} // 0, '>', 0, 'scan folios read by an unmarked process were promoted');
+isnt($r{second_attach_rc} // 0, 0, 'a second policy on the same cgroup is refused');
+SKIP:
+{
+	skip 'detach not exercised (PCE_LAB_DETACH=0)', 7 unless defined $r{detach_rc};
+	is($r{detach_rc}, 0, 'policy detached while a reader is busy in the cgroup');
+	is($r{detach_link_pin_left}, 0, 'policy_link pin removed');
+	is($r{detach_concurrent_reader_rc}, 0, 'concurrent reader survived the detach');
+	is($r{after_detach_read_rc}, 0, 'reads in the cgroup work after the detach');
+	is($r{reattach_rc}, 0, 'the policy can be attached again');
+	is($r{kernel_oops}, 0, 'no oops/BUG/WARNING in the kernel log');
+	ok(1, 'detach sequence completed');
+}
 done_testing();

@@ -25,6 +25,17 @@ in_cgroup() {
 
 resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
 
+# watchdog: a hung kernel becomes a diagnosable failure, not a QEMU timeout
+(
+	sleep "${PCE_LAB_WATCHDOG:-150}"
+	echo "RESULT watchdog_fired=1"
+	echo 1 > /proc/sys/kernel/sysrq
+	echo w > /proc/sysrq-trigger
+	echo l > /proc/sysrq-trigger
+	dmesg | tail -200 | sed 's/^/LAB-TEST: dmesg /'
+	echo o > /proc/sysrq-trigger
+) &
+
 say "memory.max ${MAX}M, hot file ${HOT}M, scan file ${SCAN}M"
 dd if=/dev/urandom of=/mnt/hot bs=1M count="$HOT" status=none
 dd if=/dev/zero of=/mnt/scan bs=1M count="$SCAN" status=none
@@ -64,6 +75,11 @@ ls -l "$PIN" | sed 's/^/LAB-TEST: pin /'
 run_case policy "$CGROOT/cache_ext_pg" "-p $PIN"
 "$B/pce_policy_tool" stats "$PIN" | sed 's/^/RESULT stat_/; s/ /=/2'
 
+# a second policy on the same cgroup is refused
+out=$("$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg" 2>&1)
+echo "RESULT second_attach_rc=$?"
+say "second attach: $out"
+
 # 3. promotion: a file scanned by a marked process, then read by an unmarked one
 dd if=/dev/zero of=/mnt/small bs=1M count=8 status=none
 sync; echo 3 > /proc/sys/vm/drop_caches
@@ -71,17 +87,27 @@ in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" -p "$PIN" read /mnt/small
 in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" read /mnt/small
 "$B/pce_policy_tool" stats "$PIN" | grep promoted | sed 's/^/RESULT after_reread_/; s/ /=/2'
 
-# 4. detach (unpin link, then map): the research kernel once oopsed here
-if [ "${PCE_LAB_DETACH:-0}" = 1 ]; then
-	"$B/pce_policy_tool" detach "$PIN"
-	echo "RESULT detach_rc=$?"
+# 4. detach while a reader is busy in the cgroup (the research kernel's
+#    teardown races with page-cache removals; loader/policy.c drains the
+#    lists first), read again, re-attach.  PCE_LAB_DETACH=0 skips this.
+if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
+	in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" -n 2 read /mnt/scan &
+	reader=$!
+	sleep 1
+	{ "$B/pce_policy_tool" detach "$PIN"; echo $? > /tmp/detach.rc; } 2>&1 | sed "s/^/LAB-TEST: /"
+	echo "RESULT detach_rc=$(cat /tmp/detach.rc)"
+	wait $reader
+	echo "RESULT detach_concurrent_reader_rc=$?"
+	[ -e "$PIN/policy_link" ] && echo "RESULT detach_link_pin_left=1" || echo "RESULT detach_link_pin_left=0"
 	in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" read /mnt/scan /mnt/hot
 	echo "RESULT after_detach_read_rc=$?"
-	if dmesg | grep -q -E "Oops|BUG:|general protection"; then
-		dmesg | grep -A30 -E "Oops|BUG:|general protection" | head -40 | sed 's/^/LAB-TEST: dmesg /'
-		echo "RESULT detach_oops=1"
+	{ "$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg"; echo $? > /tmp/reattach.rc; } 2>&1 | sed "s/^/LAB-TEST: re/"
+	echo "RESULT reattach_rc=$(cat /tmp/reattach.rc)"
+	if dmesg | grep -q -E "Oops|BUG:|general protection|WARNING:"; then
+		dmesg | grep -A30 -E "Oops|BUG:|general protection|WARNING:" | head -40 | sed 's/^/LAB-TEST: dmesg /'
+		echo "RESULT kernel_oops=1"
 	else
-		echo "RESULT detach_oops=0"
+		echo "RESULT kernel_oops=0"
 	fi
 fi
 exit 0

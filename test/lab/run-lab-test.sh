@@ -43,5 +43,5 @@ cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/load
 cc $cflags -o "$work/pce_mark_self" "$repo/test/pce_mark_self.c" -lbpf -lelf -lz
 cp "$here/inside-$scenario.sh" "$work/inside.sh"
 
-"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t 270 -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-0}" \
+"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t 270 -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-1}" \
 	sh "$work/inside.sh" "$work"
