@@ -52,6 +52,7 @@ static PceMapsState state = PCE_MAPS_NOT_OPEN;
 static char error_reason[512];
 static TimestampTz last_attempt = 0;
 static int	last_attempt_pid = 0;
+static uint64 generation = 0;	/* bumped whenever a map is (re)opened */
 
 const char *
 pce_pin_dir(void)
@@ -206,10 +207,21 @@ pce_maps_open(bool force)
 			close(maps[i].fd);
 		maps[i].fd = fd;
 		maps[i].ino = st.st_ino;
+		generation++;
 	}
 	state = PCE_MAPS_OK;
 	error_reason[0] = '\0';
 	return true;
+}
+
+/*
+ * Changes whenever this process opened a new map: a caller that wrote
+ * state into the maps (the worker's knobs) must write it again.
+ */
+uint64
+pce_maps_generation(void)
+{
+	return generation;
 }
 
 int

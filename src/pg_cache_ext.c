@@ -304,7 +304,6 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pce_shmem_startup;
 
-	pce_registry_init();
 	pce_classify_init();
 	pce_worker_register();
 }

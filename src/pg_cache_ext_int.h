@@ -125,6 +125,7 @@ extern bool pce_maps_open(bool force);
 extern void pce_maps_close(void);
 extern const char *pce_maps_error(void);
 extern int	pce_map_fd(const char *name);
+extern uint64 pce_maps_generation(void);
 extern int	pce_map_update_mark(__u32 pid, const struct pce_scan_mark *mark);
 extern int	pce_map_delete_mark(__u32 pid);
 extern bool pce_map_has_mark(__u32 pid);
@@ -136,7 +137,6 @@ extern enum pce_mechanism pce_current_mechanism(const char **why, struct pce_loa
 extern uint64 pce_proc_start_ticks(int pid);
 
 /* registry.c */
-extern void pce_registry_init(void);
 extern bool pce_mark_self(enum pce_reason reason, Oid relid);
 extern void pce_unmark_self(void);
 extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid);

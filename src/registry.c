@@ -114,12 +114,6 @@ unmark_at_exit(int code, Datum arg)
 	pce_unmark_self();
 }
 
-void
-pce_registry_init(void)
-{
-	/* nothing to do at load time; callbacks are set up on first mark */
-}
-
 bool
 pce_self_marked(void)
 {

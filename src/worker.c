@@ -171,6 +171,7 @@ pce_worker_main(Datum arg)
 {
 	TimestampTz last_housekeeping = 0;
 	bool		knobs_written = false;
+	uint64		knobs_generation = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -197,10 +198,14 @@ pce_worker_main(Datum arg)
 		}
 
 		mech = pce_current_mechanism(&why, NULL);
-		if (pce_maps_open(false) && !knobs_written)
-			knobs_written = pce_map_write_knobs();
-		if (!pce_maps_open(false))
+		/* write the knobs after a reload and into every newly opened map */
+		if (pce_maps_generation() != knobs_generation)
 			knobs_written = false;
+		if (!knobs_written && pce_maps_open(false))
+		{
+			knobs_written = pce_map_write_knobs();
+			knobs_generation = pce_maps_generation();
+		}
 
 		if (mech == PCE_MECH_STOCK)
 		{
