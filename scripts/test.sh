@@ -6,7 +6,8 @@
 #      root, so the tests run as postgres), and a sudo rule that lets
 #      postgres run test/root-helper -- and nothing else -- as root
 #   3. pg_regress (sql/, expected/) against a cluster with the loader run
-#   4. the TAP tests (t/*.pl) through PGXS's prove_installcheck
+#   4. the TAP tests (t/*.pl, t/*.t) through PGXS's prove_installcheck as
+#      postgres, and the kernel-lab tests (t/09*) as root
 #   5. a summary line "N passed, N failed, N skipped"; exit 1 on any failure
 #
 # PCE_TESTS="t/001_foundation.pl ..." runs only those TAP tests.
@@ -64,8 +65,24 @@ cd "$WORK/tree"
 as_pg make -s installcheck TAP_TESTS= PGHOST="$WORK" PGPORT="$PORT" 2>&1 | tee "$LOG"
 make_rc=${PIPESTATUS[0]}
 [ "$make_rc" -ne 0 ] && cat regression.diffs 2>/dev/null | head -100
-as_pg make -s prove-installcheck PROVE_FLAGS="--verbose" PROVE_TESTS="${PCE_TESTS:-}" 2>&1 | tee "$TAPLOG"
-[ "${PIPESTATUS[0]}" -ne 0 ] && make_rc=1
+# t/09x tests boot the cache_ext kernel under QEMU and need root; the rest
+# run as postgres
+all_tests=${PCE_TESTS:-$(ls t/*.pl t/*.t 2>/dev/null | sort)}
+pg_tests=$(printf '%s\n' $all_tests | grep -v '^t/09' || true)
+root_tests=$(printf '%s\n' $all_tests | grep '^t/09' || true)
+: > "$TAPLOG"
+if [ -n "$pg_tests" ]; then
+	as_pg make -s prove-installcheck PROVE_FLAGS="--verbose" PROVE_TESTS="$(echo $pg_tests)" 2>&1 | tee -a "$TAPLOG"
+	[ "${PIPESTATUS[0]}" -ne 0 ] && make_rc=1
+fi
+if [ -n "$root_tests" ]; then
+	# the lab sits beside the source checkout, not beside this copy
+	if [ -z "${PCE_KERNEL_LAB:-}" ] && [ -x "$SRC/../shared/kernel-lab/run-in-vm" ]; then
+		export PCE_KERNEL_LAB=$(cd "$SRC/../shared/kernel-lab" && pwd)
+	fi
+	prove --verbose -I t $root_tests 2>&1 | tee -a "$TAPLOG"
+	[ "${PIPESTATUS[0]}" -ne 0 ] && make_rc=1
+fi
 
 # ---- summary ----
 regress_ok=$(grep -cE ' \.\.\. ok ' "$LOG" || true)
