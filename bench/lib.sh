@@ -139,3 +139,14 @@ kernel_has_cache_ext() {
 	command -v bpftool >/dev/null 2>&1 || return 1
 	bpftool btf dump file /sys/kernel/btf/vmlinux 2>/dev/null | grep -q "STRUCT 'cache_ext_ops'"
 }
+
+# DAMON kdamonds running on this machine, with their schemes' actions ("off" if none)
+damon_state() {
+	local d out=""
+	for d in /sys/kernel/mm/damon/admin/kdamonds/[0-9]*; do
+		[ -r "$d/state" ] && [ "$(cat "$d/state")" = on ] || continue
+		out="$out${out:+,}kdamond$(basename "$d"):$(cat "$d"/contexts/*/operations 2>/dev/null | head -1)"
+		out="$out/$(cat "$d"/contexts/*/schemes/*/action 2>/dev/null | tr '\n' '+' | sed 's/+$//')"
+	done
+	echo "${out:-off}"
+}

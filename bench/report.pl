@@ -128,6 +128,11 @@ printf "TPS and latency: steady state, from %ss after the scans start to the end
 printf "read throttle: %s\n",
 	($P{throttle_read_iops} || $P{throttle_read_mbps})
 	? "blkio $P{throttle_read_iops} IOPS / $P{throttle_read_mbps} MB/s on $P{disk}" : "none";
+if (($P{damon} // 'off') ne 'off') {
+	print "note: DAMON runs on this machine ($P{damon}): it pages out page-cache pages that look idle, such as the\n",
+		"  page-cache copies of blocks held in shared_buffers; the few hundred refaults per phase in (z) and (b) come\n",
+		"  from it, and under a saturated (throttled) disk each such miss waits behind the scans' reads\n";
+}
 print "columns: TPS and latency percentiles of the OLTP clients (mean over rounds); vs a / vs z: TPS ratio;\n",
 	"  refaults = workingset_refault_file and majflt = pgmajfault of the cluster's memory cgroup during the phase;\n",
 	"  hot % = pgbench_accounts + pkey in the page cache at the end (cachestat); read MiB = disk reads of the\n",

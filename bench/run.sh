@@ -70,7 +70,7 @@ SHARED_BUFFERS=${SHARED_BUFFERS:-32MB}
 SCAN_BUDGET_MB=${SCAN_BUDGET_MB:-32}
 CLIENTS=${CLIENTS:-2}			# OLTP pgbench clients
 if [ "$MODE" = short ]; then
-	DUR=${DUR:-15}; WARM=${WARM:-3}; ROUNDS=${ROUNDS:-2}
+	DUR=${DUR:-15}; WARM=${WARM:-2}; ROUNDS=${ROUNDS:-2}
 	WORKLOADS=${WORKLOADS:-"uniform:count2"}
 	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,z
 else
@@ -127,6 +127,10 @@ fi
 "$PGBIN/pg_cache_ext_loader" --unload -D "$PGDATA" >/dev/null 2>&1 || true
 
 cg_setup
+if [ "$(damon_state)" != off ]; then
+	log "note: DAMON is running here ($(damon_state)): it may page out page-cache pages that look idle" \
+		"(e.g. copies of blocks held in shared_buffers) in every configuration"
+fi
 log "mode $MODE, configs $CONFIGS, workloads: $WORKLOADS; ${DUR}s per phase"
 log "memory cgroup $MEMCG limit ${LIMIT_MB} MiB; blkio cgroup ${BLKCG:-none} (disk $DISK_NAME $DISK_DEV)" \
 	"; read throttle: iops ${THROTTLE_IOPS:-0}, MB/s ${THROTTLE_MBPS:-0} (0 = none)"
@@ -287,6 +291,13 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 		fi
 		if [ "$cfg" = e ]; then mover "$deadline" & mpid=$!; fi
 	fi
+	# memory of the cluster's cgroup, once a second (diagnostics: mem.dat)
+	( while [ "$(date +%s)" -lt "$deadline" ]; do
+		echo "$(($(date +%s) - t_start)) $(cat "$MEMCG/memory.usage_in_bytes") $(memstat "$MEMCG" cache)" \
+			"$(memstat "$MEMCG" active_file) $(memstat "$MEMCG" inactive_file) $(cat "$MEMCG/memory.failcnt")" \
+			"$(memstat "$MEMCG" workingset_refault_file)"
+		sleep 1
+	  done > "$dir/mem.dat" ) & mpid="$mpid $!"
 	BG_PIDS="$spids $mpid"
 	( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" -P 5 -l --log-prefix=oltp \
 		-f "$OUT/oltp_$dist.sql" > pgbench.out 2> pgbench.err ) &
@@ -382,6 +393,7 @@ disk=$DISK_NAME $DISK_DEV
 kernel=$(uname -r)
 cache_ext_kernel=$(kernel_has_cache_ext && echo yes || echo no)
 cpus=$(nproc)
+damon=$(damon_state)
 EOF
 perl "$HERE/report.pl" "$OUT" | tee "$OUT/report.txt"
 log "done in $(( $(date +%s) - T0 ))s; results in $OUT"
