@@ -2,7 +2,9 @@
 #	The cache_ext policy on the real cache_ext research kernel (QEMU lab):
 #	a marked scan of a file larger than the cgroup's memory.max leaves an
 #	unmarked process's hot file >= 95% resident with the policy attached,
-#	and does not without it.  Skips where the lab or qemu is absent.
+#	and does not without it; then the same with a PostgreSQL 15 cluster whose
+#	scanning backend is marked (PCE_LAB_PG=0 skips that part).  Skips where
+#	the lab or qemu is absent.
 use strict;
 use warnings;
 use File::Basename qw(dirname);
@@ -54,5 +56,26 @@ SKIP:
 	is($r{reattach_rc}, 0, 'the policy can be attached again');
 	is($r{kernel_oops}, 0, 'no oops/BUG/WARNING in the kernel log');
 	ok(1, 'detach sequence completed');
+}
+
+# The same with a real PostgreSQL 15 cluster (tables prepared on the host):
+# the scanning backend's PID is marked, as the module's executor hook does.
+SKIP:
+{
+	skip 'PCE_LAB_PG=0', 6 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
+	my $pgout = `'$script' pg 2>&1`;
+	my $pgrc = $? >> 8;
+	skip 'PostgreSQL scenario unavailable: ' . ($pgout =~ /SKIP: (.*)/ ? $1 : ''), 6 if $pgrc == 77;
+	my %p = $pgout =~ /^RESULT (\w+)=(\S+)/mg;
+	diag($_) for grep { /^LAB-TEST: / } split /\n/, $pgout;
+	is($pgrc, 0, 'PostgreSQL lab run completed') or diag($pgout);
+	cmp_ok($p{pg_baseline_hot_before} // 0, '>=', 99, 'PostgreSQL: hot table cached before the scan (kernel LRU)');
+	cmp_ok($p{pg_baseline_hot_after} // 100, '<', 95,
+		"PostgreSQL without the policy: the scan evicts hot pages ($p{pg_baseline_hot_after}% left)");
+	cmp_ok($p{pg_policy_hot_before} // 0, '>=', 99, 'PostgreSQL: hot table cached before the scan (policy)');
+	cmp_ok($p{pg_policy_hot_after} // 0, '>=', 95,
+		"PostgreSQL with the policy: the hot table stays resident ($p{pg_policy_hot_after}%)");
+	cmp_ok($p{pg_stat_folios_evicted_scan} // 0, '>', $p{pg_stat_folios_evicted_main} // 0,
+		'PostgreSQL: the marked backend\'s folios were evicted first');
 }
 done_testing();

@@ -7,6 +7,7 @@
  *   pce_policy_tool detach PIN_DIR
  *   pce_policy_tool knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS
  *   pce_policy_tool stats PIN_DIR
+ *   pce_policy_tool mark|unmark PIN_DIR PID
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,20 @@ main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (argc == 4 && (strcmp(argv[1], "mark") == 0 || strcmp(argv[1], "unmark") == 0))
+	{
+		struct pce_scan_mark mark = {.reason = PCE_REASON_TEST};
+		__u32		pid = atoi(argv[3]);
+		int			fd = open_pin(argv[2], PCE_PIN_SCAN_PIDS);
+
+		if (fd < 0)
+			return 1;
+		rc = argv[1][0] == 'm' ? bpf_map_update_elem(fd, &pid, &mark, BPF_ANY)
+			: bpf_map_delete_elem(fd, &pid);
+		if (rc != 0)
+			perror(argv[1]);
+		return rc ? 1 : 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "stats") == 0)
 	{
 		int			fd = open_pin(argv[2], PCE_PIN_STATS);
@@ -99,6 +114,6 @@ main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: pce_policy_tool has-cache-ext | attach PIN_DIR CGROUP | detach PIN_DIR |"
-			" knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS | stats PIN_DIR\n");
+			" knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS | stats PIN_DIR | mark|unmark PIN_DIR PID\n");
 	return 2;
 }

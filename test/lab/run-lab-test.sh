@@ -2,7 +2,7 @@
 # run-lab-test.sh: run the pg_cache_ext cache_ext policy test in the
 # cache_ext research kernel under QEMU (shared/kernel-lab/run-in-vm).
 #
-# usage: test/lab/run-lab-test.sh [files]
+# usage: test/lab/run-lab-test.sh [files|pg]
 #
 # Environment:
 #   PCE_BUILD_DIR   build tree with bpf/policy.skel.h (default: this repo)
@@ -43,5 +43,30 @@ cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/load
 cc $cflags -o "$work/pce_mark_self" "$repo/test/pce_mark_self.c" -lbpf -lelf -lz
 cp "$here/inside-$scenario.sh" "$work/inside.sh"
 
-"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t 270 -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-1}" \
+if [ "$scenario" = pg ]; then
+	# prepare the cluster on the host: initdb takes minutes under TCG
+	pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
+	[ -x "$pgbin/initdb" ] || { echo "SKIP: no PostgreSQL 15 in $pgbin"; exit 77; }
+	hot_rows=${PCE_LAB_HOT_ROWS:-24000} big_rows=${PCE_LAB_BIG_ROWS:-90000}
+	chown postgres "$work"
+	runuser -u postgres -- "$pgbin/initdb" -D "$work/pgdata" -A trust -U postgres -N >/dev/null
+	cat >> "$work/pgdata/postgresql.conf" <<CONF
+shared_buffers = 16MB
+listen_addresses = ''
+unix_socket_directories = '$work'
+max_connections = 10
+fsync = off
+synchronous_commit = off
+autovacuum = off
+max_parallel_workers_per_gather = 0
+CONF
+	runuser -u postgres -- "$pgbin/pg_ctl" -D "$work/pgdata" -l "$work/pg-host.log" -w start >/dev/null
+	runuser -u postgres -- "$pgbin/psql" -h "$work" -d postgres -X -q -v ON_ERROR_STOP=1 \
+		-c "CREATE TABLE hot AS SELECT g AS id, md5(g::text) || repeat('h', 1900) AS pad FROM generate_series(1, $hot_rows) g" \
+		-c "CREATE TABLE big AS SELECT g AS id, repeat('b', 1900) AS pad FROM generate_series(1, $big_rows) g" \
+		-c "CHECKPOINT"
+	runuser -u postgres -- "$pgbin/pg_ctl" -D "$work/pgdata" -m fast -w stop >/dev/null
+fi
+
+"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t "${PCE_LAB_TIMEOUT:-270}" -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-1}" \
 	sh "$work/inside.sh" "$work"
