@@ -38,8 +38,10 @@ struct
 
 /*
  * folio_nr_pages(): a large folio has PG_head in its flags and its order in
- * the low byte of _flags_1.  folio->flags is an unsigned long on older
- * kernels and a one-word struct on newer ones, so read the word raw.
+ * the low byte of _flags_1.  The flags word is the first word of a folio
+ * (and of a page) on every kernel, but its type changed (unsigned long up to
+ * 6.17, a one-word struct since), and CO-RE refuses a field whose type kind
+ * differs from the build machine's.  So read the first word by address.
  */
 static __always_inline __u32
 folio_pages(struct folio *folio)
@@ -47,7 +49,7 @@ folio_pages(struct folio *folio)
 	unsigned long flags = 0;
 	unsigned long head = 1UL << bpf_core_enum_value(enum pageflags, PG_head);
 
-	bpf_probe_read_kernel(&flags, sizeof(flags), &folio->flags);
+	bpf_probe_read_kernel(&flags, sizeof(flags), (void *) folio);
 	if (!(flags & head))
 		return 1;
 	return 1U << (BPF_CORE_READ(folio, _flags_1) & 0xff);

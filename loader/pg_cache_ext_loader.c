@@ -503,6 +503,29 @@ main(int argc, char **argv)
 	 */
 	tracker = load_tracker();
 
+	if (want_cache_ext && cgroup && pin_exists(PCE_PIN_POLICY_LINK))
+	{
+		struct pce_loader_info old;
+		__u32		key = 0;
+
+		/* a rerun: keep the policy on the same cgroup, move it otherwise */
+		if (bpf_map_lookup_elem(bpf_map__fd(tracker->maps.loader_info), &key, &old) == 0 &&
+			old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, cgroup) == 0)
+		{
+			unpin(PCE_PIN_TRACKER_LINK);
+			unpin(PCE_PIN_TRACKER_REMOVE_LINK);
+			write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT, has_cache_ext,
+							  cgroup, old.reason);
+			fix_pin_permissions();
+			info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
+				 cluster_id, cgroup);
+			tracker_bpf__destroy(tracker);
+			return 0;
+		}
+		if (pce_detach_policy(pin_dir, why, sizeof(why)) != 0)
+			fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, cgroup, why);
+	}
+
 	if (want_cache_ext)
 	{
 		if (!cgroup)
