@@ -78,4 +78,29 @@ SKIP:
 	cmp_ok($p{pg_stat_folios_evicted_scan} // 0, '>', $p{pg_stat_folios_evicted_main} // 0,
 		'PostgreSQL: the marked backend\'s folios were evicted first');
 }
+# The whole product, nothing hand-made: the real loader attaches the policy
+# to the cluster's cgroup, the module is preloaded, and its executor hook
+# marks the scanning backend; then the same with pg_cache_ext.mode = off.
+SKIP:
+{
+	skip 'PCE_LAB_PG=0', 10 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
+	my $lout = `'$script' loader 2>&1`;
+	my $lrc = $? >> 8;
+	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 10 if $lrc == 77;
+	my %l = $lout =~ /^RESULT (\w+)=(\S+)/mg;
+	diag($_) for grep { /^LAB-TEST: / } split /\n/, $lout;
+	is($lrc, 0, 'loader lab run completed') or diag($lout);
+	is($l{loader_rc}, 0, 'pg_cache_ext_loader attached the policy and pinned its link');
+	is($l{loader_state} // '', 'active', 'cache_ext_status(): active');
+	is($l{loader_mechanism} // '', 'cache_ext', 'cache_ext_status(): mechanism cache_ext');
+	cmp_ok($l{loader_marks_seqscan} // 0, '>=', 1, 'the module marked the scanning backend by itself');
+	cmp_ok($l{loader_hot_after} // 0, '>=', 95,
+		"with the extension the hot table stays cached ($l{loader_hot_after}%)");
+	cmp_ok($l{loader_folios_evicted_scan} // 0, '>', $l{loader_folios_evicted_main} // 0,
+		"scan folios evicted first (scan $l{loader_folios_evicted_scan}, main $l{loader_folios_evicted_main})");
+	is($l{loader_map_entries_after} // '', '0', 'no mark left after the scan');
+	cmp_ok($l{loader_off_hot_after} // 100, '<', 95,
+		"with pg_cache_ext.mode = off the same scan pushes the hot table out ($l{loader_off_hot_after}% left)");
+	is($l{loader_kernel_oops} // 1, 0, 'no oops in the kernel log');
+}
 done_testing();

@@ -2,7 +2,7 @@
 # run-lab-test.sh: run the pg_cache_ext cache_ext policy test in the
 # cache_ext research kernel under QEMU (shared/kernel-lab/run-in-vm).
 #
-# usage: test/lab/run-lab-test.sh [files|pg]
+# usage: test/lab/run-lab-test.sh [files|pg|loader]
 #
 # Environment:
 #   PCE_BUILD_DIR   build tree with bpf/policy.skel.h (default: this repo)
@@ -43,7 +43,7 @@ cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/load
 cc $cflags -o "$work/pce_mark_self" "$repo/test/pce_mark_self.c" -lbpf -lelf -lz
 cp "$here/inside-$scenario.sh" "$work/inside.sh"
 
-if [ "$scenario" = pg ]; then
+if [ "$scenario" = pg ] || [ "$scenario" = loader ]; then
 	# prepare the cluster on the host: initdb takes minutes under TCG
 	pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
 	[ -x "$pgbin/initdb" ] || { echo "SKIP: no PostgreSQL 15 in $pgbin"; exit 77; }
@@ -65,6 +65,10 @@ CONF
 		-c "CREATE TABLE hot AS SELECT g AS id, md5(g::text) || repeat('h', 1900) AS pad FROM generate_series(1, $hot_rows) g" \
 		-c "CREATE TABLE big AS SELECT g AS id, repeat('b', 1900) AS pad FROM generate_series(1, $big_rows) g" \
 		-c "CHECKPOINT"
+	if [ "$scenario" = loader ]; then
+		# frozen, so that scans do not dirty pages (dirty pages cannot be evicted)
+		runuser -u postgres -- "$pgbin/psql" -h "$work" -d postgres -X -q -c "VACUUM FREEZE" -c "CHECKPOINT"
+	fi
 	runuser -u postgres -- "$pgbin/pg_ctl" -D "$work/pgdata" -m fast -w stop >/dev/null
 fi
 

@@ -1,0 +1,80 @@
+#!/bin/sh
+# inside-loader.sh: runs as root inside the cache_ext lab VM (see run-lab-test.sh).
+#
+# The whole product on the cache_ext kernel, with nothing hand-made: the
+# real loader attaches the policy to the cluster's cgroup, the server runs
+# with pg_cache_ext preloaded, and the module's executor hook marks the
+# backend that scans a table larger than the cgroup's memory.max.  Reports
+# what cache_ext_status() says and how much of the hot table stays cached.
+# RESULT lines are parsed by t/090_cache_ext_lab.t.
+#
+# usage: inside-loader.sh WORK_DIR [MEMORY_MAX_MB]   (WORK_DIR/pgdata: prepared cluster)
+set -u
+W=$1
+MAX=${2:-112}
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+LOADER=$PGBIN/pg_cache_ext_loader
+CG=/sys/fs/cgroup/cache_ext_pg
+DATA=/mnt/pgdata
+SOCK=/mnt/pgsock
+say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
+psqlc() { runuser -u postgres -- "$PGBIN/psql" -h "$SOCK" -p 5432 -d postgres -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+status() { psqlc -c "SELECT value FROM cache_ext_status() WHERE name = '$1'"; }
+stat() { psqlc -c "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
+resident() { psqlc -c "SELECT round(100 * cached_fraction) FROM cache_ext_relation_cache('$1')"; }
+
+(
+	sleep "${PCE_LAB_WATCHDOG:-250}"
+	echo "RESULT watchdog_fired=1"
+	dmesg | tail -40 | sed 's/^/LAB-TEST: dmesg /'
+	echo o > /proc/sysrq-trigger
+) &
+
+mkdir -p "$SOCK" && chown postgres "$SOCK"
+mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
+cp -a "$W/pgdata" "$DATA" || { echo "RESULT loader_copy_rc=1"; exit 1; }
+cat >> "$DATA/postgresql.conf" <<CONF
+unix_socket_directories = '$SOCK'
+shared_preload_libraries = 'pg_cache_ext'
+CONF
+
+# the cluster's cgroup: cache_ext runs policies only on cgroups named cache_ext*
+mkdir -p "$CG"
+echo "${MAX}M" > "$CG/memory.max"
+"$LOADER" -D "$DATA" --cgroup "$CG" 2>&1 | sed 's/^/LAB-TEST: /'
+echo "RESULT loader_rc=$([ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && echo 0 || echo 1)"
+
+sync; echo 3 > /proc/sys/vm/drop_caches
+sh -c 'echo $$ > "$0/cgroup.procs" && exec runuser -u postgres -- "$1/pg_ctl" -D "$2" -l /mnt/pg.log -w start >/dev/null' \
+	"$CG" "$PGBIN" "$DATA" || { cat /mnt/pg.log; exit 1; }
+psqlc -c "CREATE EXTENSION pg_cache_ext"
+echo "RESULT loader_state=$(status state)"
+echo "RESULT loader_mechanism=$(status mechanism)"
+say "status: $(status reason)"
+
+# warm the hot table without marking (it is above the scan threshold too)
+for i in 1 2 3; do psqlc -c "SET pg_cache_ext.scan = off; SELECT count(*) FROM hot" >/dev/null; done
+echo "RESULT loader_hot_before=$(resident hot)"
+# an ordinary query: the module marks this backend by itself
+psqlc -c "SELECT count(*) FROM big" >/dev/null
+echo "RESULT loader_hot_after=$(resident hot)"
+echo "RESULT loader_marks_seqscan=$(stat marks_seqscan)"
+echo "RESULT loader_folios_added_scan=$(stat folios_added_scan)"
+echo "RESULT loader_folios_evicted_scan=$(stat folios_evicted_scan)"
+echo "RESULT loader_folios_evicted_main=$(stat folios_evicted_main)"
+echo "RESULT loader_map_entries_after=$(status kernel_map_entries)"
+say "hot $(resident hot)% cached after the scan; big $(resident big)%"
+
+# the same with pg_cache_ext.mode = off: the policy stays attached but no
+# backend is marked, so every folio is on the main list (plain LRU)
+psqlc -c "ALTER SYSTEM SET pg_cache_ext.mode = off" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+sync; echo 3 > /proc/sys/vm/drop_caches
+for i in 1 2 3; do psqlc -c "SELECT count(*) FROM hot" >/dev/null; done
+echo "RESULT loader_off_hot_before=$(resident hot)"
+psqlc -c "SELECT count(*) FROM big" >/dev/null
+echo "RESULT loader_off_hot_after=$(resident hot)"
+say "mode off: hot $(resident hot)% cached after the scan"
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null
+dmesg | grep -qiE 'BUG:|Oops|general protection' && echo "RESULT loader_kernel_oops=1" || echo "RESULT loader_kernel_oops=0"
+exit 0
