@@ -41,10 +41,20 @@ sub new_node
 	return $node;
 }
 
+my %loaded;    # data directories the loader ran for, unloaded at exit
+
 sub load_bpf
 {
 	my ($node, @args) = @_;
+	$loaded{ $node->data_dir } = 1;
 	return root('loader', '-D', $node->data_dir, @args);
+}
+
+# Leave no pins behind, even when a test dies halfway.
+END
+{
+	local $?;
+	root('loader', '--unload', '-D', $_) for grep { -d $_ } sort keys %loaded;
 }
 
 sub unload_bpf
