@@ -191,11 +191,27 @@ pce_unmark_other(int pid, int procno)
 	pce_count(PCE_USTAT_UNMARKS, 1);
 }
 
+/* Is pid in one of the shared-memory slots?  (slots: a copy, nslots long) */
+static bool
+pid_in_slots(const PceScanSlot *slots, int nslots, int pid)
+{
+	for (int i = 0; i < nslots; i++)
+		if (slots[i].pid == pid)
+			return true;
+	return false;
+}
+
 /*
- * Remove marks whose process is gone or whose PID now belongs to another
- * process; with sweep_slots, also free shared-memory slots of dead
- * processes (not in the postmaster, which cannot take LWLocks).  Returns
- * how many kernel entries were removed.
+ * Remove kernel marks that nobody will remove:
+ *	- the process is gone, or its PID now belongs to another process;
+ *	- with sweep_slots (in the worker): the process lives but no slot says
+ *	  it is marked, for more than a second.  That is a mark whose unmark
+ *	  could not reach the map (the pins were unusable for a moment); the
+ *	  second of grace covers a mark being made (kernel map first, slot
+ *	  next).
+ * With sweep_slots, also free the slots of dead processes (the postmaster,
+ * which cannot take LWLocks, passes false).  Returns how many kernel
+ * entries were removed.
  */
 int
 pce_remove_stale_marks(bool sweep_slots)
@@ -207,29 +223,47 @@ pce_remove_stale_marks(bool sweep_slots)
 	static __u32 stale[PCE_MAX_SCAN_PIDS];	/* the whole map in one pass */
 	int			nstale = 0;
 	int			removed = 0;
+	PceScanSlot *slots = NULL;
+	int			nslots = 0;
+	TimestampTz grace_start = GetCurrentTimestamp() - USECS_PER_SEC;
 
-	if (pce_maps_open(false))
+	if (!pce_maps_open(false))
+		goto sweep;
+
+	if (sweep_slots && pce_shared)
 	{
-		fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
-		while (bpf_map_get_next_key(fd, prev, &next) == 0 && nstale < lengthof(stale))
-		{
-			struct pce_scan_mark mark;
-
-			if (bpf_map_lookup_elem(fd, &next, &mark) == 0 &&
-				pce_proc_start_ticks((int) next) != mark.proc_start_ticks)
-				stale[nstale++] = next;
-			key = next;
-			prev = &key;
-		}
-		for (int i = 0; i < nstale; i++)
-		{
-			if (bpf_map_delete_elem(fd, &stale[i]) == 0)
-				removed++;
-		}
-		if (removed > 0)
-			pce_count(PCE_USTAT_STALE_REMOVED, removed);
+		nslots = pce_shared->nslots;
+		slots = palloc(sizeof(PceScanSlot) * nslots);
+		LWLockAcquire(pce_shared->lock, LW_SHARED);
+		memcpy(slots, pce_shared->slots, sizeof(PceScanSlot) * nslots);
+		LWLockRelease(pce_shared->lock);
 	}
 
+	fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0 && nstale < lengthof(stale))
+	{
+		struct pce_scan_mark mark;
+
+		if (bpf_map_lookup_elem(fd, &next, &mark) == 0 &&
+			(pce_proc_start_ticks((int) next) != mark.proc_start_ticks ||
+			 (slots && mark.reason != PCE_REASON_TEST &&
+			  (TimestampTz) mark.marked_at_us < grace_start &&
+			  !pid_in_slots(slots, nslots, (int) next))))
+			stale[nstale++] = next;
+		key = next;
+		prev = &key;
+	}
+	for (int i = 0; i < nstale; i++)
+	{
+		if (bpf_map_delete_elem(fd, &stale[i]) == 0)
+			removed++;
+	}
+	if (removed > 0)
+		pce_count(PCE_USTAT_STALE_REMOVED, removed);
+	if (slots)
+		pfree(slots);
+
+sweep:
 	if (pce_shared && sweep_slots)
 	{
 		LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);

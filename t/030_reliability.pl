@@ -99,6 +99,16 @@ cmp_ok(stat_value($node, 'map_full'), '>', $full_before, 'and the refused mark i
 ok(wait_until(sub { kernel_map_entries() eq '0' }, 3),
 	'the worker removes the 8192 entries of processes that do not exist');
 
+# ---- a mark of a live process that no backend stands behind ----
+# (an unmark that could not reach the map, e.g. while the pins were unusable)
+my $idle = $node->background_psql('postgres');
+my $idle_pid = $idle->query_safe('SELECT pg_backend_pid()');
+IPC::Run::run([ "$src/test/pce_fill_map", $pin_dir, 'live', $idle_pid ], '>', \$fill);
+like($fill, qr/^marked $idle_pid/, 'an orphan mark for a live, idle backend');
+ok(wait_until(sub { !exists kernel_marks($node)->{$idle_pid} }, 3),
+	'the worker removes a mark that no backend stands behind');
+$idle->quit;
+
 # ---- load: 100 scanning sessions beside pgbench -S for a minute ----
 my $seconds = $ENV{PCE_LOAD_SECONDS} || 60;
 my $marks_before = stat_value($node, 'marks');

@@ -3,8 +3,12 @@
  *		Test tool: fill a cluster's scan-PID map with entries for PIDs that
  *		do not exist, as an unprivileged member of the pins' group would.
  *
- *	pce_fill_map PIN_DIR N	add N fake entries (PIDs from 4000000 down)
- *	prints how many went in and the errno that stopped it, if any.
+ *	pce_fill_map PIN_DIR N			add N fake entries (PIDs from 4000000 down);
+ *									prints how many went in and the errno that
+ *									stopped it, if any
+ *	pce_fill_map PIN_DIR live PID	mark a live process as the module would
+ *									(reason seqscan, its real start time), but
+ *									with no backend behind the mark
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,9 +28,9 @@ main(int argc, char **argv)
 	int			added = 0;
 	struct pce_scan_mark mark;
 
-	if (argc != 3)
+	if (argc != 3 && argc != 4)
 	{
-		fprintf(stderr, "usage: pce_fill_map PIN_DIR N\n");
+		fprintf(stderr, "usage: pce_fill_map PIN_DIR N | pce_fill_map PIN_DIR live PID\n");
 		return 2;
 	}
 	snprintf(path, sizeof(path), "%s/%s", argv[1], PCE_PIN_SCAN_PIDS);
@@ -36,8 +40,36 @@ main(int argc, char **argv)
 		fprintf(stderr, "pce_fill_map: cannot open %s: %s\n", path, strerror(errno));
 		return 1;
 	}
-	n = atoi(argv[2]);
 	memset(&mark, 0, sizeof(mark));
+	if (strcmp(argv[2], "live") == 0 && argc == 4)
+	{
+		__u32		pid = atoi(argv[3]);
+		char		statpath[64];
+		char		buf[1024];
+		FILE	   *f;
+		char	   *p;
+
+		snprintf(statpath, sizeof(statpath), "/proc/%u/stat", pid);
+		f = fopen(statpath, "r");
+		if (!f || !fgets(buf, sizeof(buf), f))
+			return 1;
+		fclose(f);
+		p = strrchr(buf, ')');
+		for (int field = 2; field < 22 && p; field++)
+			p = strchr(p + 1, ' ');
+		mark.proc_start_ticks = p ? strtoull(p + 1, NULL, 10) : 0;
+		mark.reason = PCE_REASON_SEQSCAN;
+		/* PostgreSQL timestamps count from 2000-01-01; "long ago" is enough */
+		mark.marked_at_us = 0;
+		if (bpf_map_update_elem(fd, &pid, &mark, BPF_ANY) != 0)
+		{
+			printf("failed %s\n", strerror(errno));
+			return 1;
+		}
+		printf("marked %u\n", pid);
+		return 0;
+	}
+	n = atoi(argv[2]);
 	mark.proc_start_ticks = 1;	/* no live process has this start time */
 	mark.reason = PCE_REASON_TEST;
 	for (int i = 0; i < n; i++)
