@@ -332,9 +332,8 @@ static void
 do_unload(void)
 {
 	char		why[256];
-	const char *names[] = {PCE_PIN_TRACKER_LINK, PCE_PIN_TRACKER_REMOVE_LINK,
-		PCE_PIN_FOLIO_EVENTS, PCE_PIN_SCAN_PIDS, PCE_PIN_STATS, PCE_PIN_KNOBS,
-	PCE_PIN_LOADER_INFO};
+	DIR		   *d;
+	struct dirent *de;
 
 	if (access(pin_dir, F_OK) != 0)
 	{
@@ -343,19 +342,15 @@ do_unload(void)
 	}
 	if (pin_exists(PCE_PIN_POLICY_LINK) && pce_detach_policy(pin_dir, why, sizeof(why)) != 0)
 		fail("cannot detach the cache_ext policy: %s", why);
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		unpin(names[i]);
-	/* anything else left (policy pins, temporaries) */
-	{
-		DIR		   *d = opendir(pin_dir);
-		struct dirent *de;
-
-		while (d && (de = readdir(d)) != NULL)
-			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
-				unpin(de->d_name);
-		if (d)
-			closedir(d);
-	}
+	/* the tracker's links first, so its programs stop before their maps go */
+	unpin(PCE_PIN_TRACKER_LINK);
+	unpin(PCE_PIN_TRACKER_REMOVE_LINK);
+	d = opendir(pin_dir);
+	while (d && (de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			unpin(de->d_name);
+	if (d)
+		closedir(d);
 	if (rmdir(pin_dir) != 0)
 		fail("cannot remove \"%s\": %s", pin_dir, strerror(errno));
 	info("unloaded: removed %s", pin_dir);

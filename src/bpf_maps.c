@@ -300,6 +300,36 @@ pce_map_read_loader_info(struct pce_loader_info *out)
 	return out->abi_version == PCE_ABI_VERSION;
 }
 
+const char *
+pce_mechanism_name(uint32 mech)
+{
+	switch (mech)
+	{
+		case PCE_MECH_STOCK:
+			return "stock";
+		case PCE_MECH_CACHE_EXT:
+			return "cache_ext";
+		default:
+			return "none";
+	}
+}
+
+const char *
+pce_mode_name(int mode)
+{
+	switch (mode)
+	{
+		case PCE_MODE_OFF:
+			return "off";
+		case PCE_MODE_STOCK:
+			return "stock";
+		case PCE_MODE_CACHE_EXT:
+			return "cache_ext";
+		default:
+			return "auto";
+	}
+}
+
 static bool
 pin_present(const char *name)
 {
@@ -348,7 +378,7 @@ pce_current_mechanism(const char **why, struct pce_loader_info *info_out)
 	{
 		snprintf(reason, sizeof(reason), "the loader recorded %s but its link is not pinned "
 				 "(loader interrupted?): rerun pg_cache_ext_loader",
-				 info.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" : "stock");
+				 pce_mechanism_name(info.mechanism));
 		*why = reason;
 		return PCE_MECH_NONE;
 	}
@@ -356,8 +386,7 @@ pce_current_mechanism(const char **why, struct pce_loader_info *info_out)
 		(pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
 	{
 		snprintf(reason, sizeof(reason), "pg_cache_ext.mode = %s but the loader put %s in place",
-				 pce_mode == PCE_MODE_STOCK ? "stock" : "cache_ext",
-				 info.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" : "stock");
+				 pce_mode_name(pce_mode), pce_mechanism_name(info.mechanism));
 		*why = reason;
 		return PCE_MECH_NONE;
 	}

@@ -95,36 +95,6 @@ put_count_row(ReturnSetInfo *rsinfo, const char *name, uint64 value)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-static const char *
-mechanism_name(uint32 mech)
-{
-	switch (mech)
-	{
-		case PCE_MECH_STOCK:
-			return "stock";
-		case PCE_MECH_CACHE_EXT:
-			return "cache_ext";
-		default:
-			return "none";
-	}
-}
-
-static const char *
-mode_name(int mode)
-{
-	switch (mode)
-	{
-		case PCE_MODE_OFF:
-			return "off";
-		case PCE_MODE_STOCK:
-			return "stock";
-		case PCE_MODE_CACHE_EXT:
-			return "cache_ext";
-		default:
-			return "auto";
-	}
-}
-
 static int
 count_kernel_marks(void)
 {
@@ -195,8 +165,8 @@ cache_ext_status(PG_FUNCTION_ARGS)
 
 	put_text_row(rsinfo, "state", mech != PCE_MECH_NONE ? "active" : "idle");
 	put_text_row(rsinfo, "reason", reason);
-	put_text_row(rsinfo, "mode", mode_name(pce_mode));
-	put_text_row(rsinfo, "mechanism", mechanism_name(mech));
+	put_text_row(rsinfo, "mode", pce_mode_name(pce_mode));
+	put_text_row(rsinfo, "mechanism", pce_mechanism_name(mech));
 	uname(&uts);
 	put_text_row(rsinfo, "kernel", uts.release);
 	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_has_cache_ext() ? "yes" : "no");

@@ -133,6 +133,8 @@ extern bool pce_map_read_stats(uint64 *out);
 extern bool pce_map_read_loader_info(struct pce_loader_info *out);
 extern bool pce_map_write_knobs(void);
 extern bool pce_kernel_has_cache_ext(void);
+extern const char *pce_mode_name(int mode);
+extern const char *pce_mechanism_name(uint32 mech);
 extern enum pce_mechanism pce_current_mechanism(const char **why, struct pce_loader_info *info);
 extern uint64 pce_proc_start_ticks(int pid);
 

@@ -108,6 +108,27 @@ clear_slot(int procno, int pid)
 	LWLockRelease(pce_shared->lock);
 }
 
+/* Mark pid: kernel map, shared-memory slot, counters.  True if in the map. */
+static bool
+mark_process(int pid, int procno, const struct pce_scan_mark *mark)
+{
+	bool		in_kernel = put_in_kernel_map(pid, mark);
+
+	set_slot(procno, pid, mark->reason, mark->relid, mark->dboid, in_kernel);
+	pce_count(PCE_USTAT_MARKS, 1);
+	if (pce_shared)
+		pg_atomic_fetch_add_u64(&pce_shared->marks_by_reason[mark->reason], 1);
+	return in_kernel;
+}
+
+static void
+unmark_process(int pid, int procno)
+{
+	pce_map_delete_mark((__u32) pid);
+	clear_slot(procno, pid);
+	pce_count(PCE_USTAT_UNMARKS, 1);
+}
+
 static void
 unmark_at_exit(int code, Datum arg)
 {
@@ -127,7 +148,6 @@ bool
 pce_mark_self(enum pce_reason reason, Oid relid)
 {
 	struct pce_scan_mark mark;
-	bool		in_kernel;
 
 	if (self_marked)
 		return true;
@@ -141,13 +161,8 @@ pce_mark_self(enum pce_reason reason, Oid relid)
 	}
 
 	fill_mark(&mark, MyProcPid, reason, relid, MyDatabaseId);
-	in_kernel = put_in_kernel_map(MyProcPid, &mark);
-	set_slot(PCE_PROCNO(MyProc), MyProcPid, reason, relid, MyDatabaseId, in_kernel);
 	self_marked = true;
-	pce_count(PCE_USTAT_MARKS, 1);
-	if (pce_shared)
-		pg_atomic_fetch_add_u64(&pce_shared->marks_by_reason[reason], 1);
-	return in_kernel;
+	return mark_process(MyProcPid, PCE_PROCNO(MyProc), &mark);
 }
 
 void
@@ -156,10 +171,7 @@ pce_unmark_self(void)
 	if (!self_marked)
 		return;
 	self_marked = false;
-	pce_map_delete_mark((__u32) MyProcPid);
-	if (MyProc)
-		clear_slot(PCE_PROCNO(MyProc), MyProcPid);
-	pce_count(PCE_USTAT_UNMARKS, 1);
+	unmark_process(MyProcPid, MyProc ? PCE_PROCNO(MyProc) : -1);
 }
 
 /*
@@ -170,25 +182,17 @@ bool
 pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid)
 {
 	struct pce_scan_mark mark;
-	bool		in_kernel;
 
 	fill_mark(&mark, pid, reason, relid, dboid);
 	if (mark.proc_start_ticks == 0)
 		return false;			/* already gone */
-	in_kernel = put_in_kernel_map(pid, &mark);
-	set_slot(procno, pid, reason, relid, dboid, in_kernel);
-	pce_count(PCE_USTAT_MARKS, 1);
-	if (pce_shared)
-		pg_atomic_fetch_add_u64(&pce_shared->marks_by_reason[reason], 1);
-	return in_kernel;
+	return mark_process(pid, procno, &mark);
 }
 
 void
 pce_unmark_other(int pid, int procno)
 {
-	pce_map_delete_mark((__u32) pid);
-	clear_slot(procno, pid);
-	pce_count(PCE_USTAT_UNMARKS, 1);
+	unmark_process(pid, procno);
 }
 
 /* Is pid in one of the shared-memory slots?  (slots: a copy, nslots long) */
