@@ -24,6 +24,7 @@
 #define PCE_PIN_POLICY_MAP		"policy_ops"
 #define PCE_PIN_LOADER_INFO		"loader_info"
 #define PCE_PIN_TRACKER_REMOVE_LINK "tracker_remove_link"
+#define PCE_PIN_TRACKER_ACTIVATE_LINK "tracker_activate_link"
 
 /* Capacity of the scan-PID map: more than any max_connections we expect. */
 #define PCE_MAX_SCAN_PIDS		8192
@@ -83,7 +84,7 @@ enum pce_stat
 	PCE_STAT_EVENTS_LOST,		/* ring buffer full: a scan folio not recorded */
 	PCE_STAT_FOLIOS_EVICTED_SCAN,	/* cache_ext: evicted from the scan list */
 	PCE_STAT_FOLIOS_EVICTED_MAIN,	/* cache_ext: evicted from the main list */
-	PCE_STAT_FOLIOS_PROMOTED,	/* cache_ext: scan folio touched by a non-scan task */
+	PCE_STAT_FOLIOS_PROMOTED,	/* scan folio touched by a non-scan task */
 	PCE_STAT_EVICT_UNFILLED,	/* cache_ext: eviction requests not filled */
 	PCE_STAT_ADMIT_BYPASSED,	/* cache_ext: scan reads served around the cache */
 	PCE_STAT_FOLIOS_REMOVED,	/* folios removed from the cache (any list) */
@@ -98,7 +99,7 @@ struct pce_knobs
 {
 	__u32		abi_version;	/* PCE_ABI_VERSION once written */
 	__u32		tracking;		/* 0: BPF ignores the scan map (mode = off) */
-	__u32		promote_on_access;	/* cache_ext: promote scan folios touched by others */
+	__u32		promote_on_access;	/* promote scan folios touched by others */
 	__u32		scan_min_percent;	/* cache_ext: scan list below this share of the
 									 * cgroup is not drained first */
 	__u32		bypass_scan_reads;	/* cache_ext: admit_folio bypass for marked PIDs */
@@ -107,9 +108,17 @@ struct pce_knobs
 
 /*
  * One record in the folio_events ring buffer: a folio a marked PID brought
- * into the page cache.  dev is the kernel's internal dev_t encoding
+ * into the page cache (PCE_FOLIO_ADDED), or a folio so recorded that a task
+ * that is not scanning has since touched (PCE_FOLIO_PROMOTED: the evictor
+ * keeps its pages).  dev is the kernel's internal dev_t encoding
  * (major << 20 | minor).
  */
+enum pce_folio_event_kind
+{
+	PCE_FOLIO_ADDED = 0,
+	PCE_FOLIO_PROMOTED = 1,
+};
+
 struct pce_folio_event
 {
 	__u64		ino;
@@ -117,8 +126,17 @@ struct pce_folio_event
 	__u32		dev;
 	__u32		nr_pages;
 	__u32		pid;
-	__u32		pad;
+	__u32		kind;			/* enum pce_folio_event_kind */
 };
+
+/*
+ * Stock mechanism: how many folios brought in by scans the tracker
+ * remembers (by address) so that a later touch by another task can be seen
+ * as a promotion.  An LRU map: when it is full the oldest scan folios are
+ * forgotten, which only means they can no longer be promoted.  65536
+ * entries cover 256 MiB of 4 KiB folios, several times the default budget.
+ */
+#define PCE_MAX_SCAN_FOLIOS		65536
 
 /* Which eviction mechanism the loader put in place. */
 enum pce_mechanism

@@ -1,7 +1,7 @@
 /*
  * tracker.bpf.c
  *		Stock-kernel mechanism: record the folios that scans bring into the
- *		page cache.
+ *		page cache, and the ones among them that other tasks then use.
  *
  * On a kernel without cache_ext we cannot choose what the kernel evicts, but
  * we can see every folio as it is inserted into the page cache: the
@@ -16,8 +16,21 @@
  * inserted, so never recorded, so never dropped: the OLTP hot set that a
  * scan merely re-reads stays where it is.
  *
+ * The other way round, a page a scan brought in may be exactly what the
+ * OLTP load needs next (an analytical query over the table the OLTP load
+ * uses).  The tracker remembers the scan's folios by address.  The scan's
+ * own read marks such a folio referenced; when somebody touches it again,
+ * the kernel activates it (mm_lru_activate: the kernel's own "this page is
+ * in use" signal).  Unless the task at hand is itself scanning, the tracker
+ * then sends a promotion record, and the evictor leaves those pages to the
+ * kernel's LRU, as the cache_ext policy moves such a folio to its main
+ * list.  pg_cache_ext.promote_on_access switches this off.  (fentry on
+ * folio_mark_accessed would see every touch, but fentry is refused on the
+ * kernels this runs on; and with MGLRU the kernel activates nothing, so
+ * there nothing is promoted.)
+ *
  * Insertions by unmarked tasks cost one hash lookup and one per-CPU
- * increment.
+ * increment; an activation costs one lookup in the scan-folio map.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -35,6 +48,15 @@ struct
 	__uint(max_entries, PCE_FOLIO_EVENTS_BYTES);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 }			folio_events SEC(".maps");
+
+/* Folios that scans brought in and that are still cached, by address. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_SCAN_FOLIOS);
+	__type(key, __u64);
+	__type(value, __u8);
+}			scan_folios SEC(".maps");
 
 /*
  * folio_nr_pages(): a large folio has PG_head in its flags and its order in
@@ -56,7 +78,7 @@ folio_pages(struct folio *folio)
 }
 
 static __always_inline void
-record_scan_folio(struct folio *folio)
+send_folio_event(struct folio *folio, enum pce_folio_event_kind kind)
 {
 	struct pce_folio_event *ev;
 	struct inode *host;
@@ -73,26 +95,71 @@ record_scan_folio(struct folio *folio)
 	ev->index = BPF_CORE_READ(folio, index);
 	ev->nr_pages = folio_pages(folio);
 	ev->pid = (__u32) bpf_get_current_pid_tgid();
-	ev->pad = 0;
+	ev->kind = kind;
 	bpf_ringbuf_submit(ev, 0);
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(on_page_cache_add, struct folio *folio)
 {
-	if (current_task_is_scan())
+	__u64		key = (__u64) folio;
+	__u8		one = 1;
+
+	if (!current_task_is_scan())
 	{
-		stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN);
-		record_scan_folio(folio);
-	}
-	else
 		stat_inc(PCE_STAT_FOLIOS_ADDED_OTHER);
+		return 0;
+	}
+	stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN);
+	/*
+	 * The record first, then the map entry: a promotion can only be sent
+	 * once the entry exists, so it always reaches the evictor after the
+	 * record it refers to.
+	 */
+	send_folio_event(folio, PCE_FOLIO_ADDED);
+	bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
 	return 0;
 }
 
 SEC("tp_btf/mm_filemap_delete_from_page_cache")
 int BPF_PROG(on_page_cache_delete, struct folio *folio)
 {
+	__u64		key = (__u64) folio;
+
 	stat_inc(PCE_STAT_FOLIOS_REMOVED);
+	/* the folio's memory may be reused for another file: forget it */
+	if (bpf_map_lookup_elem(&scan_folios, &key))
+		bpf_map_delete_elem(&scan_folios, &key);
+	return 0;
+}
+
+/* Is promotion of scan folios switched on (pg_cache_ext.promote_on_access)? */
+static __always_inline bool
+promotion_enabled(void)
+{
+	const struct pce_knobs *k = current_knobs();
+
+	return k && k->tracking && k->promote_on_access;
+}
+
+/*
+ * Activation is batched per CPU, so the task at hand is the one that
+ * filled the batch: nearly always the one that touched the folio.
+ */
+SEC("tp_btf/mm_lru_activate")
+int BPF_PROG(on_folio_activated, struct folio *folio)
+{
+	__u64		key = (__u64) folio;
+
+	/* the common case, a folio no scan brought in, ends here */
+	if (!bpf_map_lookup_elem(&scan_folios, &key))
+		return 0;
+	if (!promotion_enabled() || current_task_is_scan())
+		return 0;
+	/* only the first activation promotes: whoever deletes the entry sends */
+	if (bpf_map_delete_elem(&scan_folios, &key) != 0)
+		return 0;
+	stat_inc(PCE_STAT_FOLIOS_PROMOTED);
+	send_folio_event(folio, PCE_FOLIO_PROMOTED);
 	return 0;
 }

@@ -11,6 +11,7 @@
  *	scan_pids, stats, knobs, loader_info	maps shared by every mechanism
  *	folio_events							ring buffer (stock mechanism)
  *	tracker_link, tracker_remove_link		tracepoint links (stock mechanism)
+ *	tracker_activate_link					tracepoint link for promotion (stock mechanism)
  *	policy_link								struct_ops link (cache_ext mechanism)
  *
  * Pins are group "postgres" (or --group), mode 0660, so the unprivileged
@@ -266,9 +267,15 @@ init_knobs(struct bpf_map *map)
 		fail("cannot initialise knobs: %s", strerror(errno));
 }
 
+/* Why scan folios cannot be promoted on this kernel, or "" when they can. */
+static char promotion_missing[160];
+
 /*
  * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
- * its two tracepoints and pin the links.
+ * its tracepoints and pin the links.  Promotion (the program on
+ * tp_btf/mm_lru_activate) is optional: on a kernel that lacks that
+ * tracepoint, or refuses the attachment, the tracker runs without it and
+ * the loader says so.
  */
 static struct tracker_bpf *
 load_tracker(void)
@@ -277,11 +284,20 @@ load_tracker(void)
 	struct tracker_bpf *skel;
 	struct bpf_link *add_link;
 	struct bpf_link *remove_link;
+	struct bpf_link *activate_link = NULL;
+	bool		can_promote;
 	int			err;
 
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		fail("cannot open the tracker BPF object: %s", strerror(errno));
+	can_promote = libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
+	if (!can_promote)
+	{
+		snprintf(promotion_missing, sizeof(promotion_missing),
+				 "the kernel has no mm_lru_activate tracepoint");
+		bpf_program__set_autoload(skel->progs.on_folio_activated, false);
+	}
 	err = tracker_bpf__load(skel);
 	if (err)
 		fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
@@ -292,10 +308,32 @@ load_tracker(void)
 	remove_link = bpf_program__attach(skel->progs.on_page_cache_delete);
 	if (!remove_link)
 		fail("cannot attach tp_btf/mm_filemap_delete_from_page_cache: %s", strerror(errno));
+	if (can_promote)
+	{
+		activate_link = bpf_program__attach(skel->progs.on_folio_activated);
+		if (!activate_link)
+			snprintf(promotion_missing, sizeof(promotion_missing),
+					 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
+	}
+	if (promotion_missing[0])
+		info("scan pages will not be promoted: %s", promotion_missing);
 	pin_link_replacing(add_link, PCE_PIN_TRACKER_LINK);
 	pin_link_replacing(remove_link, PCE_PIN_TRACKER_REMOVE_LINK);
+	if (activate_link)
+		pin_link_replacing(activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	else
+		unpin(PCE_PIN_TRACKER_ACTIVATE_LINK);
 	init_knobs(skel->maps.knobs);
 	return skel;
+}
+
+/* In cache_ext mode the policy does the tracker's work: stop the tracker. */
+static void
+unpin_tracker_links(void)
+{
+	unpin(PCE_PIN_TRACKER_LINK);
+	unpin(PCE_PIN_TRACKER_REMOVE_LINK);
+	unpin(PCE_PIN_TRACKER_ACTIVATE_LINK);
 }
 
 /* The cgroup v2 directory of this process (the unit's cgroup under systemd). */
@@ -343,8 +381,7 @@ do_unload(void)
 	if (pin_exists(PCE_PIN_POLICY_LINK) && pce_detach_policy(pin_dir, why, sizeof(why)) != 0)
 		fail("cannot detach the cache_ext policy: %s", why);
 	/* the tracker's links first, so its programs stop before their maps go */
-	unpin(PCE_PIN_TRACKER_LINK);
-	unpin(PCE_PIN_TRACKER_REMOVE_LINK);
+	unpin_tracker_links();
 	d = opendir(pin_dir);
 	while (d && (de = readdir(d)) != NULL)
 		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
@@ -507,8 +544,7 @@ main(int argc, char **argv)
 		if (bpf_map_lookup_elem(bpf_map__fd(tracker->maps.loader_info), &key, &old) == 0 &&
 			old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, cgroup) == 0)
 		{
-			unpin(PCE_PIN_TRACKER_LINK);
-			unpin(PCE_PIN_TRACKER_REMOVE_LINK);
+			unpin_tracker_links();
 			write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT, has_cache_ext,
 							  cgroup, old.reason);
 			fix_pin_permissions();
@@ -527,8 +563,7 @@ main(int argc, char **argv)
 			snprintf(why, sizeof(why), "no cgroup v2 directory found (cgroup v1 only?)");
 		if (cgroup && pce_attach_policy(pin_dir, cgroup, why, sizeof(why)) == 0)
 		{
-			unpin(PCE_PIN_TRACKER_LINK);
-			unpin(PCE_PIN_TRACKER_REMOVE_LINK);
+			unpin_tracker_links();
 			mech = PCE_MECH_CACHE_EXT;
 			snprintf(reason, sizeof(reason), "cache_ext policy attached to %s", cgroup);
 		}
@@ -559,6 +594,9 @@ main(int argc, char **argv)
 		}
 	}
 
+	if (mech == PCE_MECH_STOCK && promotion_missing[0])
+		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
+				 " (without promotion: %s)", promotion_missing);
 	write_loader_info(tracker->maps.loader_info, mech, has_cache_ext,
 					  mech == PCE_MECH_CACHE_EXT ? cgroup : NULL, reason);
 	fix_pin_permissions();

@@ -13,6 +13,11 @@
  * posix_fadvise(POSIX_FADV_DONTNEED).  The kernel skips dirty pages in
  * that call (it starts their writeback instead), so nothing is lost.
  *
+ * A promotion record says that a task that is not scanning has touched a
+ * folio a scan brought in: those pages are marked kept in their extent, no
+ * longer count against the budget, and are skipped when the extent is
+ * dropped, so the OLTP load keeps what it has started to use.
+ *
  * The records name a file by (device, inode).  To open it we keep a map
  * from (device, inode) to path for every file of the data directory and
  * its tablespaces, rebuilt at most once a second when a lookup misses.  A
@@ -44,6 +49,8 @@
 
 /* An extent never grows beyond this, so the budget is kept to one extent. */
 #define EXTENT_MAX_BYTES	(1024 * 1024)
+/* ... nor beyond this many pages (the size of its bitmap of kept pages) */
+#define EXTENT_MAX_PAGES	256
 
 typedef struct FileKey
 {
@@ -53,18 +60,24 @@ typedef struct FileKey
 
 typedef struct Extent
 {
-	dlist_node	node;			/* in the arrival-order list */
+	dlist_node	node;			/* in the arrival-order list of all extents */
+	dlist_node	file_node;		/* in its file's list, oldest first */
 	FileKey		file;
 	uint64		start;			/* first page */
 	uint32		npages;
+	uint32		nkept;			/* pages promoted: never dropped */
+	uint64		kept[EXTENT_MAX_PAGES / 64];	/* which ones */
 	TimestampTz born;
 } Extent;
 
-/* Per tracked file: its newest extent, to coalesce sequential records. */
+/*
+ * Per tracked file: its extents, the newest last (records of a sequential
+ * read are coalesced into it; promotions search the list).
+ */
 typedef struct TrackedFile
 {
 	FileKey		key;
-	Extent	   *newest;
+	dlist_head	extents;
 } TrackedFile;
 
 /* (device, inode) -> path relative to the data directory */
@@ -81,7 +94,7 @@ static dlist_head extents = DLIST_STATIC_INIT(extents);
 static HTAB *tracked_files = NULL;
 static HTAB *file_paths = NULL;
 static TimestampTz paths_built_at = 0;
-static uint64 tracked_pages = 0;
+static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
 static uint64 tracked_extents = 0;
 static long page_size = 4096;
 
@@ -197,19 +210,58 @@ open_tracked_file(const FileKey *key)
 
 /* ---- extents ---- */
 
+static FileKey
+event_file(const struct pce_folio_event *ev)
+{
+	FileKey		key;
+
+	memset(&key, 0, sizeof(key));
+	/* the kernel's internal dev_t is major << 20 | minor */
+	key.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
+	key.ino = ev->ino;
+	return key;
+}
+
+/*
+ * Was this page of ext promoted?  An extent beyond the bitmap's size is a
+ * single large folio, never kept in part (see promote_folio).
+ */
+static inline bool
+page_kept(const Extent *ext, uint32 page)
+{
+	if (page >= EXTENT_MAX_PAGES)
+		return false;
+	return (ext->kept[page / 64] & (UINT64CONST(1) << (page % 64))) != 0;
+}
+
 static void
 forget_extent(Extent *ext)
 {
 	TrackedFile *tf = hash_search(tracked_files, &ext->file, HASH_FIND, NULL);
 
-	if (tf && tf->newest == ext)
+	dlist_delete(&ext->file_node);
+	if (tf && dlist_is_empty(&tf->extents))
 		hash_search(tracked_files, &ext->file, HASH_REMOVE, NULL);
 	dlist_delete(&ext->node);
-	tracked_pages -= ext->npages;
+	tracked_pages -= ext->npages - ext->nkept;
 	tracked_extents--;
 	pfree(ext);
 }
 
+/* fadvise(DONTNEED) one run of pages of ext; false on error */
+static bool
+drop_pages(int fd, const Extent *ext, uint32 first, uint32 count)
+{
+	off_t		off = (off_t) (ext->start + first) * page_size;
+	off_t		len = (off_t) count * page_size;
+
+	if (posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED) != 0)
+		return false;
+	pce_count(PCE_USTAT_BYTES_DROPPED, len);
+	return true;
+}
+
+/* Drop the pages of ext that were not promoted, and forget it. */
 static void
 drop_extent(Extent *ext)
 {
@@ -219,63 +271,136 @@ drop_extent(Extent *ext)
 		pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
 	else
 	{
-		off_t		off = (off_t) ext->start * page_size;
-		off_t		len = (off_t) ext->npages * page_size;
+		bool		ok = true;
+		uint32		page = 0;
 
-		if (posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED) == 0)
+		while (page < ext->npages)
 		{
-			pce_count(PCE_USTAT_EXTENTS_DROPPED, 1);
-			pce_count(PCE_USTAT_BYTES_DROPPED, len);
+			uint32		run_start;
+
+			if (page_kept(ext, page))
+			{
+				page++;
+				continue;
+			}
+			run_start = page;
+			while (page < ext->npages && !page_kept(ext, page))
+				page++;
+			ok &= drop_pages(fd, ext, run_start, page - run_start);
 		}
-		else
-			pce_count(PCE_USTAT_DROP_ERRORS, 1);
+		pce_count(ok ? PCE_USTAT_EXTENTS_DROPPED : PCE_USTAT_DROP_ERRORS, 1);
 		close(fd);
 	}
 	forget_extent(ext);
 }
 
+/*
+ * A scan folio: extend the file's newest extent, or start a new one.
+ * Extents hold whole folios, because fadvise(DONTNEED) leaves alone a large
+ * folio that the range covers only in part; so a folio larger than an
+ * extent (large folios go up to 2 MiB) gets an extent of its own.
+ */
 static void
 record_folio(const struct pce_folio_event *ev)
 {
-	FileKey		key;
+	FileKey		key = event_file(ev);
 	TrackedFile *tf;
 	bool		found;
 	Extent	   *ext;
-	uint32		max_pages = EXTENT_MAX_BYTES / page_size;
-
-	memset(&key, 0, sizeof(key));
-	/* the kernel's internal dev_t is major << 20 | minor */
-	key.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
-	key.ino = ev->ino;
+	uint32		max_pages = Min(EXTENT_MAX_PAGES, EXTENT_MAX_BYTES / page_size);
 
 	tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
-	if (found && tf->newest &&
-		tf->newest->start + tf->newest->npages == ev->index &&
-		tf->newest->npages + ev->nr_pages <= max_pages)
+	if (!found)
+		dlist_init(&tf->extents);
+	else if (!dlist_is_empty(&tf->extents))
 	{
-		tf->newest->npages += ev->nr_pages;
-		tracked_pages += ev->nr_pages;
-		return;
+		ext = dlist_tail_element(Extent, file_node, &tf->extents);
+		if (ext->start + ext->npages == ev->index &&
+			ext->npages + ev->nr_pages <= max_pages)
+		{
+			ext->npages += ev->nr_pages;
+			tracked_pages += ev->nr_pages;
+			return;
+		}
 	}
-	ext = MemoryContextAlloc(evictor_cxt, sizeof(Extent));
+	ext = MemoryContextAllocZero(evictor_cxt, sizeof(Extent));
 	ext->file = key;
 	ext->start = ev->index;
 	ext->npages = ev->nr_pages;
 	ext->born = GetCurrentTimestamp();
 	dlist_push_tail(&extents, &ext->node);
-	tf->newest = ext;
-	tracked_pages += ev->nr_pages;
+	dlist_push_tail(&tf->extents, &ext->file_node);
+	tracked_pages += ext->npages;
 	tracked_extents++;
+}
+
+/*
+ * A scan folio that an unmarked task touched: keep its pages.  Searched
+ * from the newest extent of the file, where a page just read most likely
+ * is.
+ */
+static void
+promote_folio(const struct pce_folio_event *ev)
+{
+	FileKey		key = event_file(ev);
+	TrackedFile *tf = hash_search(tracked_files, &key, HASH_FIND, NULL);
+	dlist_node *cur;
+	dlist_node *prev;
+
+	if (!tf)
+		return;					/* already dropped, or its record was lost */
+	for (cur = dlist_tail_node(&tf->extents); cur != &tf->extents.head; cur = prev)
+	{
+		Extent	   *ext = dlist_container(Extent, file_node, cur);
+		uint64		from = Max(ext->start, ev->index);
+		uint64		to = Min(ext->start + ext->npages, ev->index + ev->nr_pages);
+
+		prev = cur->prev;
+		if (from >= to)
+			continue;
+		if (ext->npages > EXTENT_MAX_PAGES)
+		{
+			/* one large folio, so all of it is promoted */
+			tracked_pages -= ext->npages - ext->nkept;
+			pce_count(PCE_USTAT_BYTES_PROMOTED, (uint64) (ext->npages - ext->nkept) * page_size);
+			ext->nkept = ext->npages;
+		}
+		for (uint64 p = from; p < to && ext->nkept < ext->npages; p++)
+		{
+			uint32		page = (uint32) (p - ext->start);
+
+			if (page_kept(ext, page))
+				continue;
+			ext->kept[page / 64] |= UINT64CONST(1) << (page % 64);
+			ext->nkept++;
+			tracked_pages--;
+			pce_count(PCE_USTAT_BYTES_PROMOTED, page_size);
+		}
+		if (ext->nkept == ext->npages)
+		{
+			bool		last = !dlist_has_prev(&tf->extents, cur) &&
+				!dlist_has_next(&tf->extents, cur);
+
+			/* with its last extent, the file's entry goes too */
+			forget_extent(ext);
+			if (last)
+				return;
+		}
+	}
 }
 
 static int
 handle_event(void *ctx, void *data, size_t size)
 {
-	if (size >= sizeof(struct pce_folio_event))
-	{
-		record_folio((const struct pce_folio_event *) data);
-		pce_count(PCE_USTAT_EVENTS_READ, 1);
-	}
+	const struct pce_folio_event *ev = data;
+
+	if (size < sizeof(*ev))
+		return 0;
+	if (ev->kind == PCE_FOLIO_PROMOTED)
+		promote_folio(ev);
+	else
+		record_folio(ev);
+	pce_count(PCE_USTAT_EVENTS_READ, 1);
 	return 0;
 }
 

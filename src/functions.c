@@ -68,6 +68,7 @@ static const char *const ustat_names[PCE_USTAT__COUNT] = {
 	[PCE_USTAT_BYTES_DROPPED] = "bytes_dropped",
 	[PCE_USTAT_FILES_NOT_FOUND] = "files_not_found",
 	[PCE_USTAT_DROP_ERRORS] = "drop_errors",
+	[PCE_USTAT_BYTES_PROMOTED] = "bytes_promoted",
 };
 
 static void

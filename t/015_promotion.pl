@@ -1,0 +1,109 @@
+# 015_promotion.pl
+#	Promotion on the stock-kernel mechanism: pages a scan brought into the
+#	page cache that an unmarked backend then reads are kept when the
+#	evictor enforces the budget; the scan's other pages go.  With
+#	pg_cache_ext.promote_on_access = off the same reads keep nothing, which
+#	shows the test can fail; nor do reads by a backend that is scanning.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use PceTest;
+
+my $node = new_node('promotion',
+	'pg_cache_ext.scan_budget' => "'256MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'autovacuum' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+load_bpf($node) or BAIL_OUT('loader failed');
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+my $s = status($node);
+plan skip_all => "stock mechanism not active here: $s->{reason}" if $s->{mechanism} ne 'stock';
+unlike($s->{reason}, qr/without promotion/, "the loader attached promotion ($s->{reason})");
+
+# ~40 MB, in one segment file
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE shared_t AS SELECT g, repeat('s', 200) AS pad FROM generate_series(1, 170000) g;
+	VACUUM FREEZE shared_t; CHECKPOINT;
+});
+my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('shared_t')");
+my $half = int($size / 2 / 8192) * 8192;
+my $mb = 1024 * 1024;
+
+sub set_conf
+{
+	my (%conf) = @_;
+	$node->safe_psql('postgres',
+		join('', map { "ALTER SYSTEM SET pg_cache_ext.$_ = $conf{$_}; " } sort keys %conf)
+		  . 'SELECT pg_reload_conf()');
+	usleep(300_000);
+}
+
+sub stats_line
+{
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
+		  . "WHERE name ~ 'tracked|dropped|promoted|records|added_scan|not_found'");
+}
+
+sub cached_bytes
+{
+	return $node->safe_psql('postgres',
+		"SELECT cached_bytes FROM cache_ext_relation_cache('shared_t')");
+}
+
+# A marked scan brings the whole table in; an unmarked backend then reads
+# its first half (read(2) through pg_read_binary_file, as a backend reading
+# blocks into shared_buffers would); then the budget shrinks to 1 MB.
+sub scan_then_read_half
+{
+	my ($promote, $reader_scan) = @_;
+	set_conf(scan_budget => "'256MB'", promote_on_access => $promote);
+	# empty shared_buffers, so that every block of the scan comes from the kernel
+	$node->restart;
+	root('drop-caches');
+	note(sprintf('after drop-caches: %.1f MB cached', cached_bytes() / $mb));
+	my $promoted_before = stat_value($node, 'bytes_promoted');
+	$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM shared_t');
+	wait_until(sub { stat_value($node, 'bytes_tracked') > $size * 0.8 }, 5);
+	my $tracked = stat_value($node, 'bytes_tracked');
+	note(sprintf('after the scan: %.1f MB cached', cached_bytes() / $mb));
+	$node->safe_psql('postgres',
+		"SET pg_cache_ext.scan = $reader_scan; SELECT length(pg_read_binary_file(pg_relation_filepath('shared_t'), 0, $half))");
+	my $promoted;
+	wait_until(sub {
+		$promoted = stat_value($node, 'bytes_promoted') - $promoted_before;
+		$promoted >= $half * 0.9
+	}, 3);
+	note(sprintf('after the read: %.1f MB cached; ', cached_bytes() / $mb) . stats_line());
+	set_conf(scan_budget => "'1MB'");
+	wait_until(sub { stat_value($node, 'bytes_tracked') <= $mb }, 5);
+	note('after the budget shrank: ' . stats_line());
+	return ($tracked, $promoted, cached_bytes());
+}
+
+my ($tracked, $promoted, $cached) = scan_then_read_half('on', 'off');
+cmp_ok($tracked, '>=', $size * 0.8, sprintf('the marked scan was tracked (%.1f MB of %.1f MB)', $tracked / $mb, $size / $mb));
+cmp_ok($promoted, '>=', $half * 0.9, sprintf('the unmarked read promoted its half (%.1f MB)', $promoted / $mb));
+cmp_ok($cached, '>=', $half * 0.95, sprintf('promotion on: the half an unmarked backend read stays cached (%.1f MB of %.1f MB)', $cached / $mb, $half / $mb));
+cmp_ok($cached, '<=', $half + 2 * $mb, sprintf('promotion on: the rest of the scan left the cache (%.1f MB cached)', $cached / $mb));
+
+($tracked, $promoted, $cached) = scan_then_read_half('off', 'off');
+cmp_ok($promoted, '==', 0, 'promotion off: nothing promoted');
+cmp_ok($cached, '<=', 2 * $mb, sprintf('promotion off: the same reads keep nothing (%.1f MB cached)', $cached / $mb));
+
+# a second read by a backend that is itself scanning is no sign of OLTP use
+($tracked, $promoted, $cached) = scan_then_read_half('on', 'on');
+cmp_ok($promoted, '==', 0, 'a marked reader promotes nothing');
+cmp_ok($cached, '<=', 2 * $mb, sprintf('and its reads keep nothing (%.1f MB cached)', $cached / $mb));
+
+is(stat_value($node, 'drop_errors'), '0', 'no drop errors');
+is(stat_value($node, 'records_lost'), '0', 'no record lost');
+my $log = slurp_file($node->logfile);
+unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
+$node->stop;
+done_testing();
