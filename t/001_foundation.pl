@@ -100,6 +100,25 @@ ok(exists kernel_marks($node)->{$bpid}, 'the mark survived the loader rerun');
 is(status($node)->{state}, 'active', 'still active after the rerun');
 $bg->quit;
 
+# ---- cache_ext asked for where the kernel refuses it: stock stays ----
+SKIP:
+{
+	skip 'the kernel has cache_ext: forcing it is the normal path', 7 if $has_cache_ext;
+	$marks_before = stat_value($node, 'marks');
+	($ok, $out, $err) = load_bpf($node, '--mode=cache_ext');
+	ok(!$ok, 'loader --mode=cache_ext fails on a kernel without cache_ext');
+	like($err, qr/^pg_cache_ext_loader: error: cannot attach the cache_ext policy: .*\(the stock-kernel tracker stays active\)/m,
+		'one clear error that says the stock tracker stays');
+	$s = status($node);
+	is($s->{state}, 'active', 'the server stays active');
+	is($s->{mechanism}, 'stock', 'on the stock mechanism');
+	like($s->{reason}, qr/./, "status gives the reason ($s->{reason})");
+	ok($node->safe_psql('postgres', 'SET pg_cache_ext.scan_threshold = 0; SELECT count(*) FROM t') > 0,
+		'queries work');
+	cmp_ok(stat_value($node, 'marks'), '>', $marks_before, 'and scans are still marked');
+	load_bpf($node);
+}
+
 # ---- pins with wrong permissions ----
 root('chmod', '0666', "$pindir/scan_pids");
 $s = status($node);
