@@ -12,6 +12,14 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use PceTest;
 
+# With MGLRU the kernel does not activate folios, so nothing is promoted.
+if (open my $fh, '<', '/sys/kernel/mm/lru_gen/enabled')
+{
+	my $v = <$fh>;
+	plan skip_all => "MGLRU is enabled ($v): the stock mechanism cannot see reuse there"
+	  if defined $v && hex($v) != 0;
+}
+
 my $node = new_node('promotion',
 	'pg_cache_ext.scan_budget' => "'256MB'",
 	'pg_cache_ext.scan_max_age' => 0,
