@@ -101,6 +101,15 @@ SELECT * FROM cache_ext_relation_cache('pce_t');
 SELECT cache_ext_stats_reset();
 SELECT count(*) > 0 AS can_read_stats FROM cache_ext_stats();
 RESET ROLE;
+-- ... unless granted, here through a role of its own
+CREATE ROLE pce_admin;
+GRANT EXECUTE ON FUNCTION cache_ext_stats_reset() TO pce_admin;
+GRANT pce_admin TO pce_nobody;
+SET ROLE pce_nobody;
+SELECT cache_ext_stats_reset() IS NOT NULL AS granted_role_can_reset;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION cache_ext_stats_reset() FROM pce_admin;
+DROP ROLE pce_admin;
 DROP ROLE pce_nobody;
 SELECT cache_ext_stats_reset() IS NOT NULL AS superuser_can_reset;
 SELECT value AS copy_to_marks_after_reset FROM cache_ext_stats() WHERE name = 'marks_copy_to';
