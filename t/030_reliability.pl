@@ -1,6 +1,6 @@
 # 030_reliability.pl
 #	Faults and load lose nothing: the loader going away and coming back,
-#	a half-made set of pins, server restarts, reloads with changed knobs,
+#	the loader SIGKILLed at every point of its run, a half-made set of pins, server restarts, reloads with changed knobs,
 #	two clusters side by side, a full map, 100 scanning sessions beside
 #	pgbench, DROP/CREATE EXTENSION under load, and other users kept out.
 use strict;
@@ -62,6 +62,39 @@ is($s->{state}, 'idle', 'maps without a link: idle, not a false "active"');
 like($s->{reason}, qr/link is not pinned .*rerun pg_cache_ext_loader/, 'reason says to rerun the loader');
 ok(load_bpf($node), 'loader rerun repairs it');
 is(status($node)->{state}, 'active', 'active again');
+
+# ---- the loader SIGKILLed at every point of its run, while scans run ----
+{
+	my ($h, $out, $err) = pgbench_bg('-c', 2, '-T', 12, '-f', $scan_sql);
+	my (%outcome, %states, @bad);
+	# each delay twice: over the pins of a complete run, and from no pins
+	for my $from_scratch (0, 1)
+	{
+		for (my $usec = 0; $usec <= 100_000; $usec += 5_000)
+		{
+			unload_bpf($node) if $from_scratch;
+			my (undef, $what) = root('loader-killed-after', $usec, '-D', $node->data_dir);
+			chomp $what;
+			$outcome{$what}++;
+			my $st = status($node);
+			$states{ $st->{state} }++;
+			push @bad, "$usec us: $st->{state} ($st->{reason})"
+			  unless $st->{state} eq 'active' || ($st->{state} eq 'idle' && $st->{reason} ne '');
+			note("killed after $usec us from no pins: $st->{state} ($st->{reason})")
+			  if $from_scratch && $what eq 'killed';
+		}
+	}
+	note('loader runs: ' . join(', ', map { "$_ $outcome{$_}" } sort keys %outcome)
+		  . '; states seen: ' . join(', ', map { "$_ $states{$_}" } sort keys %states));
+	cmp_ok($outcome{killed} // 0, '>=', 10, 'the loader was killed halfway at least 10 times');
+	is_deeply(\@bad, [], 'after each kill the server is active, or idle with a reason');
+	ok(load_bpf($node), 'a loader run after the kills succeeds');
+	is(status($node)->{state}, 'active', 'and the extension is active');
+	my @leftover = grep { /_new$/ } map { File::Basename::basename($_) } glob("$pin_dir/*");
+	is_deeply(\@leftover, [], 'no half-renamed pin left');
+	ok($h->finish, 'no scan failed while the loader was killed') or diag($$err);
+	ok(wait_until(sub { kernel_map_entries() eq '0' }, 2), 'no stale marks afterwards');
+}
 
 # ---- knobs follow pg_reload_conf() ----
 $node->safe_psql('postgres', q{
