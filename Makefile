@@ -123,13 +123,16 @@ prove-installcheck:
 # Fuzzers (libFuzzer, clang): every parser of outside input
 # ---------------------------------------------------------------------
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iloader
-FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options
+FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options fuzz/fuzz_loader_config
 
 fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_commands.h
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_scan_commands.c src/scan_commands.c
 
 fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_options.c loader/options.c
+
+fuzz/fuzz_loader_config: fuzz/fuzz_loader_config.c loader/config.c loader/config.h
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_config.c loader/config.c
 
 fuzzers: $(FUZZERS)
 .PHONY: fuzzers

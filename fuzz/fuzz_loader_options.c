@@ -43,7 +43,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (pce_parse_loader_options(argc, argv, &opt, err, sizeof(err)) == 0 && !opt.help)
 	{
-		if (strcmp(opt.mode, "auto") && strcmp(opt.mode, "stock") && strcmp(opt.mode, "cache_ext"))
+		if (!pce_valid_mode(opt.mode))
+			abort();
+		if (opt.config_file && (opt.config_file[0] != '/' || strstr(opt.config_file, "/../")))
 			abort();
 		if (opt.bpffs_dir[0] != '/' || strstr(opt.bpffs_dir, "/../"))
 			abort();

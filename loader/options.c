@@ -26,11 +26,18 @@ pce_valid_cluster_id(const char *id)
 	return true;
 }
 
-static bool
-valid_abs_path(const char *path)
+bool
+pce_valid_abs_path(const char *path)
 {
 	return path[0] == '/' && strlen(path) < PATH_MAX - 64 && strstr(path, "/../") == NULL &&
 		strcmp(path + strlen(path) - (strlen(path) >= 3 ? 3 : 0), "/..") != 0;
+}
+
+bool
+pce_valid_mode(const char *mode)
+{
+	return strcmp(mode, "auto") == 0 || strcmp(mode, "stock") == 0 ||
+		strcmp(mode, "cache_ext") == 0 || strcmp(mode, "off") == 0;
 }
 
 int
@@ -44,6 +51,7 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 		{"group", required_argument, NULL, 'g'},
 		{"mode", required_argument, NULL, 'm'},
 		{"cgroup", required_argument, NULL, 'c'},
+		{"config-file", required_argument, NULL, 'f'},
 		{"check", no_argument, NULL, 'C'},
 		{"unload", no_argument, NULL, 'U'},
 		{"show", no_argument, NULL, 'S'},
@@ -73,15 +81,20 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 				break;
 			case 'b':
 				opt->bpffs_dir = optarg;
+				opt->bpffs_dir_given = true;
 				break;
 			case 'g':
 				opt->group = optarg;
 				break;
 			case 'm':
 				opt->mode = optarg;
+				opt->mode_given = true;
 				break;
 			case 'c':
 				opt->cgroup = optarg;
+				break;
+			case 'f':
+				opt->config_file = optarg;
 				break;
 			case 'C':
 				opt->check = true;
@@ -108,22 +121,27 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 		snprintf(err, errlen, "unexpected argument \"%.64s\"", argv[optind]);
 		return -1;
 	}
-	if (strcmp(opt->mode, "auto") != 0 && strcmp(opt->mode, "stock") != 0 &&
-		strcmp(opt->mode, "cache_ext") != 0)
+	if (!pce_valid_mode(opt->mode))
 	{
-		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock or cache_ext", opt->mode);
+		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock, cache_ext or off", opt->mode);
 		return -1;
 	}
-	if (!valid_abs_path(opt->bpffs_dir))
+	if (!pce_valid_abs_path(opt->bpffs_dir))
 	{
 		snprintf(err, errlen, "invalid --bpffs-dir \"%.64s\": must be an absolute path without \"..\"",
 				 opt->bpffs_dir);
 		return -1;
 	}
-	if (opt->cgroup && !valid_abs_path(opt->cgroup))
+	if (opt->cgroup && !pce_valid_abs_path(opt->cgroup))
 	{
 		snprintf(err, errlen, "invalid --cgroup \"%.64s\": must be an absolute path without \"..\"",
 				 opt->cgroup);
+		return -1;
+	}
+	if (opt->config_file && !pce_valid_abs_path(opt->config_file))
+	{
+		snprintf(err, errlen, "invalid --config-file \"%.64s\": must be an absolute path without \"..\"",
+				 opt->config_file);
 		return -1;
 	}
 	if (opt->cluster_id && !pce_valid_cluster_id(opt->cluster_id))

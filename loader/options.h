@@ -20,6 +20,9 @@ struct pce_loader_options
 	const char *group;
 	const char *mode;			/* auto, stock, cache_ext */
 	const char *cgroup;
+	const char *config_file;	/* default: DATADIR/postgresql.conf */
+	bool		mode_given;		/* --mode / --bpffs-dir on the command line, */
+	bool		bpffs_dir_given;	/* which then win over postgresql.conf */
 	bool		check;
 	bool		unload;
 	bool		show;
@@ -36,5 +39,11 @@ extern int	pce_parse_loader_options(int argc, char **argv, struct pce_loader_opt
 
 /* Is this a valid --cluster-id?  (digits, a-z, '_' and '-', 1..31 chars) */
 extern bool pce_valid_cluster_id(const char *id);
+
+/* Is this an absolute path, of bounded length, without ".."? */
+extern bool pce_valid_abs_path(const char *path);
+
+/* Is this a mode the loader knows?  ("off" is one: the loader loads anyway) */
+extern bool pce_valid_mode(const char *mode);
 
 #endif

@@ -47,6 +47,7 @@
 
 #include "pg_cache_ext.h"
 #include "tracker.skel.h"
+#include "config.h"
 #include "options.h"
 #include "policy.h"
 
@@ -104,12 +105,72 @@ usage(void)
 		   "      --mode=MODE          auto, stock or cache_ext (default auto)\n"
 		   "      --cgroup=PATH        cgroup v2 directory for the cache_ext policy\n"
 		   "                           (default: the loader's own cgroup)\n"
+		   "      --config-file=FILE   the server's postgresql.conf (default DATADIR/postgresql.conf)\n"
 		   "      --check              report what would be done, change nothing\n"
 		   "      --unload             detach everything and remove the pins\n"
 		   "      --show               print marked PIDs and counters (needs no root)\n"
 		   "  -v, --verbose            print libbpf's debug output\n"
-		   "  -h, --help               show this help\n",
+		   "  -h, --help               show this help\n\n"
+		   "pg_cache_ext.mode, pg_cache_ext.bpffs_dir and pg_cache_ext.cgroup are read from\n"
+		   "the configuration file and DATADIR/postgresql.auto.conf; the command line wins.\n",
 		   PCE_DEFAULT_BPFFS_DIR);
+}
+
+/* What the configuration files said, for --check. */
+static struct pce_loader_config cluster_conf;
+
+/*
+ * Take pg_cache_ext.mode, .bpffs_dir and .cgroup from the server's
+ * configuration files, so that they are set in one place; options given on
+ * the command line win.  Values are checked as strictly as the options.
+ */
+static void
+apply_cluster_config(void)
+{
+	static char conf_path[PATH_MAX];
+	static char auto_path[PATH_MAX];
+	char		why[PATH_MAX + 256];
+	const char *v;
+
+	if (!opt.datadir)
+		return;					/* --cluster-id alone: nothing to read */
+	snprintf(auto_path, sizeof(auto_path), "%s/postgresql.auto.conf", opt.datadir);
+	if (opt.config_file)
+		snprintf(conf_path, sizeof(conf_path), "%s", opt.config_file);
+	else
+		snprintf(conf_path, sizeof(conf_path), "%s/postgresql.conf", opt.datadir);
+	if (pce_read_config_file(conf_path, opt.config_file == NULL, &cluster_conf, why, sizeof(why)) != 0 ||
+		pce_read_config_file(auto_path, true, &cluster_conf, why, sizeof(why)) != 0)
+		fail("%s", why);
+
+	v = cluster_conf.value[PCE_CONF_MODE];
+	if (v[0] && !opt.mode_given)
+	{
+		if (!pce_valid_mode(v))
+			fail("%s: invalid pg_cache_ext.mode \"%.64s\": use auto, stock, cache_ext or off",
+				 cluster_conf.where[PCE_CONF_MODE], v);
+		opt.mode = v;
+	}
+	v = cluster_conf.value[PCE_CONF_BPFFS_DIR];
+	if (v[0] && !opt.bpffs_dir_given)
+	{
+		if (!pce_valid_abs_path(v))
+			fail("%s: invalid pg_cache_ext.bpffs_dir \"%.64s\": must be an absolute path without \"..\"",
+				 cluster_conf.where[PCE_CONF_BPFFS_DIR], v);
+		opt.bpffs_dir = v;
+	}
+	v = cluster_conf.value[PCE_CONF_CGROUP];
+	if (v[0] && !opt.cgroup)
+	{
+		if (!pce_valid_abs_path(v))
+			fail("%s: invalid pg_cache_ext.cgroup \"%.64s\": must be an absolute path without \"..\"",
+				 cluster_conf.where[PCE_CONF_CGROUP], v);
+		opt.cgroup = v;
+	}
+	if (cluster_conf.includes_skipped > 0)
+		info("%d include directive(s) in the configuration not followed: set pg_cache_ext.mode, "
+			 ".bpffs_dir and .cgroup in %s, postgresql.auto.conf or on the command line",
+			 cluster_conf.includes_skipped, conf_path);
 }
 
 /* The cluster id: the system identifier at the start of global/pg_control. */
@@ -476,6 +537,7 @@ main(int argc, char **argv)
 	}
 
 	libbpf_set_print(libbpf_print);
+	apply_cluster_config();
 	resolve_cluster_id();
 	snprintf(pin_dir, sizeof(pin_dir), "%s/%s", opt.bpffs_dir, cluster_id);
 
@@ -488,8 +550,9 @@ main(int argc, char **argv)
 	if (!bpffs_mounted(opt.bpffs_dir, why, sizeof(why)))
 		fail("bpffs is not mounted: %s", why);
 	has_cache_ext = pce_kernel_has_cache_ext(why, sizeof(why));
+	/* mode off is the server's switch, at reload: load as for auto */
 	want_cache_ext = strcmp(opt.mode, "cache_ext") == 0 ||
-		(strcmp(opt.mode, "auto") == 0 && has_cache_ext);
+		(strcmp(opt.mode, "stock") != 0 && has_cache_ext);
 	if (want_cache_ext)
 		cgroup = opt.cgroup ? opt.cgroup : own_cgroup_v2();
 
@@ -504,6 +567,11 @@ main(int argc, char **argv)
 		printf("cluster id:        %s\n", cluster_id);
 		printf("pin directory:     %s (%s)\n", pin_dir,
 			   access(pin_dir, F_OK) == 0 ? "exists, maps would be reused" : "would be created");
+		for (int i = 0; i < PCE_CONF__COUNT; i++)
+			if (cluster_conf.where[i][0])
+				printf("configuration:     %s = '%s' (%s)\n", pce_conf_names[i],
+					   cluster_conf.value[i], cluster_conf.where[i]);
+		printf("mode:              %s%s\n", opt.mode, opt.mode_given ? " (command line)" : "");
 		printf("would load:        %s\n", want_cache_ext ? "cache_ext policy" : "stock-kernel tracker");
 		if (want_cache_ext)
 			printf("cgroup:            %s\n", cgroup ? cgroup : "(none found)");

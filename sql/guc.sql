@@ -3,6 +3,7 @@ SHOW pg_cache_ext.mode;
 SHOW pg_cache_ext.scan;
 SHOW pg_cache_ext.scan_commands;
 SHOW pg_cache_ext.scan_budget;
+SHOW pg_cache_ext.cgroup;
 -- the threshold defaults to a quarter of shared_buffers
 SELECT pg_size_bytes(current_setting('pg_cache_ext.scan_threshold')) =
        pg_size_bytes(current_setting('shared_buffers')) / 4
@@ -35,3 +36,5 @@ ALTER SYSTEM SET pg_cache_ext.scan_budget = 0;
 ALTER SYSTEM SET pg_cache_ext.scan_max_age = -1;
 ALTER SYSTEM SET pg_cache_ext.mode = sometimes;
 ALTER SYSTEM SET pg_cache_ext.bpffs_dir = 'relative/path';
+ALTER SYSTEM SET pg_cache_ext.cgroup = 'relative/path';
+ALTER SYSTEM SET pg_cache_ext.cgroup = '/sys/fs/cgroup/../etc';

@@ -38,6 +38,7 @@ PG_MODULE_MAGIC;
 /* GUC variables */
 int			pce_mode = PCE_MODE_AUTO;
 char	   *pce_bpffs_dir = NULL;
+char	   *pce_cgroup = NULL;
 int			pce_scan_threshold = 0;
 char	   *pce_scan_commands = NULL;
 int			pce_scan_commands_mask = 0;
@@ -83,6 +84,7 @@ void		_PG_init(void);
 static bool check_scan_commands(char **newval, void **extra, GucSource source);
 static void assign_scan_commands(const char *newval, void *extra);
 static bool check_bpffs_dir(char **newval, void **extra, GucSource source);
+static bool check_cgroup(char **newval, void **extra, GucSource source);
 
 /* One slot per PGPROC: the index is the process's pgprocno. */
 static int
@@ -173,6 +175,13 @@ pce_define_gucs(void)
 							   &pce_bpffs_dir, "/sys/fs/bpf/pg_cache_ext",
 							   PGC_POSTMASTER, 0, check_bpffs_dir, NULL, NULL);
 
+	/* read by the loader, from this file, before the server starts */
+	DefineCustomStringVariable("pg_cache_ext.cgroup",
+							   "cgroup v2 directory the loader attaches the cache_ext policy to.",
+							   "Empty: the cgroup the loader runs in (the cluster's systemd unit).",
+							   &pce_cgroup, "",
+							   PGC_POSTMASTER, 0, check_cgroup, NULL, NULL);
+
 	/*
 	 * The default is PostgreSQL's own bulk-read rule: a relation larger than
 	 * a quarter of shared_buffers is read through a ring buffer.
@@ -247,6 +256,21 @@ check_bpffs_dir(char **newval, void **extra, GucSource source)
 	if (strlen(*newval) > MAXPGPATH - 64)
 	{
 		GUC_check_errdetail("pg_cache_ext.bpffs_dir is too long.");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_cgroup(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval ? *newval : "";
+
+	if (v[0] == '\0')
+		return true;
+	if (v[0] != '/' || strstr(v, "/..") != NULL || strlen(v) > MAXPGPATH - 64)
+	{
+		GUC_check_errdetail("pg_cache_ext.cgroup must be empty or an absolute path without \"..\".");
 		return false;
 	}
 	return true;

@@ -46,6 +46,7 @@ typedef enum PceSessionScan
 /* GUCs (pg_cache_ext.c) */
 extern int	pce_mode;
 extern char *pce_bpffs_dir;
+extern char *pce_cgroup;
 extern int	pce_scan_threshold;
 extern char *pce_scan_commands;
 extern int	pce_scan_commands_mask;

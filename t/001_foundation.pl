@@ -57,6 +57,31 @@ like($err, qr/cannot open "\/nonexistent\/global\/pg_control"/, 'loader: a bad d
 ($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--mode', 'bogus');
 like($err, qr/invalid --mode "bogus"/, 'loader: a bad --mode is one clear error');
 
+# ---- the loader reads pg_cache_ext.* from the cluster's configuration ----
+$node->append_conf('postgresql.conf', "pg_cache_ext.mode = 'stock'");
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir);
+like($out, qr/^configuration:\s+pg_cache_ext.mode = 'stock' \(\S+postgresql.conf line \d+\)$/m,
+	'--check names the setting it read and its file and line');
+like($out, qr/^mode:\s+stock$/m, 'the mode from postgresql.conf applies');
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--mode', 'auto');
+like($out, qr/^mode:\s+auto \(command line\)$/m, 'the command line wins over postgresql.conf');
+my $conf_file = $node->basedir . '/other.conf';
+PostgreSQL::Test::Utils::append_to_file($conf_file,
+	"# a configuration file elsewhere, as Debian keeps it\npg_cache_ext.bpffs_dir = 'relative/dir'\n");
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $conf_file);
+ok(!$ok, 'a bad value in the configuration file is refused');
+like($err, qr/^pg_cache_ext_loader: error: \S+other.conf line 2: invalid pg_cache_ext.bpffs_dir "relative\/dir"/m,
+	'one clear error with the file and line');
+PostgreSQL::Test::Utils::append_to_file($conf_file, "pg_cache_ext.bpffs_dir = '/sys/fs/bpf/pce-test-conf'\n");
+($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--config-file', $conf_file);
+ok($ok, 'the loader runs with --config-file') or diag($err);
+ok(-e '/sys/fs/bpf/pce-test-conf/' . cluster_id($node) . '/scan_pids',
+	'and pins where that file says (the later line wins)');
+($ok, $out, $err) = root('loader', '--unload', '-D', $node->data_dir, '--config-file', $conf_file);
+ok($ok && !-e '/sys/fs/bpf/pce-test-conf/' . cluster_id($node), '--unload finds them the same way');
+root('bpffs-rmdir', '/sys/fs/bpf/pce-test-conf');
+$node->adjust_conf('postgresql.conf', 'pg_cache_ext.mode', "'auto'");
+
 # ---- loader run: active, pins group postgres mode 0660 ----
 ($ok, $out, $err) = load_bpf($node);
 ok($ok, 'loader runs') or diag($err);

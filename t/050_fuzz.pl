@@ -1,6 +1,7 @@
 # 050_fuzz.pl
 #	Runs the libFuzzer targets over every parser of outside input (the
-#	scan_commands GUC, the loader's command line) for a bounded time each
+#	scan_commands GUC, the loader's command line and its reader of
+#	postgresql.conf) for a bounded time each
 #	(PCE_FUZZ_SECONDS, default 20).  A crash, a sanitizer report or a
 #	violated invariant fails the test and leaves the input in tmp_check/.
 use strict;
@@ -18,7 +19,7 @@ make_path($work);
 system('make', '-s', '-C', $src, 'fuzzers') == 0
   or BAIL_OUT('cannot build the fuzzers (needs clang and libclang-rt-14-dev)');
 
-for my $target (qw(scan_commands loader_options))
+for my $target (qw(scan_commands loader_options loader_config))
 {
 	my $corpus = "$work/corpus-$target";
 	make_path($corpus);

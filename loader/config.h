@@ -1,0 +1,46 @@
+/*
+ * config.h
+ *		The pg_cache_ext.* settings the loader reads from the cluster's
+ *		configuration files (config.c).  Kept apart from the BPF code so that
+ *		the fuzzer can run it alone.
+ */
+#ifndef PCE_LOADER_CONFIG_H
+#define PCE_LOADER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PCE_CONF_VALUE_MAX	1024
+#define PCE_CONF_FILE_MAX	(4 * 1024 * 1024)
+
+enum pce_conf_setting
+{
+	PCE_CONF_MODE = 0,			/* pg_cache_ext.mode */
+	PCE_CONF_BPFFS_DIR,			/* pg_cache_ext.bpffs_dir */
+	PCE_CONF_CGROUP,			/* pg_cache_ext.cgroup */
+	PCE_CONF__COUNT
+};
+
+/* the settings' names, by enum pce_conf_setting */
+extern const char *const pce_conf_names[PCE_CONF__COUNT];
+
+struct pce_loader_config
+{
+	char		value[PCE_CONF__COUNT][PCE_CONF_VALUE_MAX];	/* "" when not set */
+	char		where[PCE_CONF__COUNT][128];	/* "FILE line N" of the last setting */
+	int			includes_skipped;
+};
+
+/*
+ * Parse configuration text (len bytes, not necessarily NUL-terminated) into
+ * *conf; later settings override earlier ones.  Returns 0, or -1 with a
+ * one-line reason naming source and line in err.
+ */
+extern int	pce_parse_config_text(const char *text, size_t len, const char *source,
+								  struct pce_loader_config *conf, char *err, size_t errlen);
+
+/* The same for a file; a missing file is not an error when missing_ok. */
+extern int	pce_read_config_file(const char *path, bool missing_ok,
+								 struct pce_loader_config *conf, char *err, size_t errlen);
+
+#endif
