@@ -138,19 +138,38 @@ tps_of() { grep -oE 'tps = [0-9.]+' | head -1 | awk '{ print $3 }'; }
 echo "== 2. pgbench -S, 2 clients, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds: loaded vs not loaded"
 : > "$DIR/tps_on"
 : > "$DIR/tps_off"
+# CPU time (clock ticks) of the extension's background worker, if running
+worker_ticks() {
+	local pid
+	pid=$(pgrep -u postgres -f 'pg_cache_ext worker' | head -1)
+	[ -n "$pid" ] && awk '{ print $14 + $15 }' "/proc/$pid/stat" || echo 0
+}
+# the order alternates from round to round (ABBA), so that whatever drifts
+# within a round does not favour one configuration
+order_of() { if [ $(($1 % 2)) -eq 1 ]; then echo "no yes"; else echo "yes no"; fi; }
+worker_total=0
 for r in $(seq "$ROUNDS"); do
-	for cfg in no yes; do
+	for cfg in $(order_of "$r"); do
 		with_preload $cfg
+		w0=$(worker_ticks)
 		tps=$(runuser -u postgres -- "$PGBIN/pgbench" -h "$DIR" -p "$PORT" -n -S -c 2 -j 2 \
 			-T "$SECONDS_PER_RUN" postgres 2>/dev/null | tps_of)
-		if [ $cfg = yes ]; then echo "$tps" >> "$DIR/tps_on"; else echo "$tps" >> "$DIR/tps_off"; fi
+		if [ $cfg = yes ]; then
+			echo "$tps" >> "$DIR/tps_on"
+			worker_total=$((worker_total + $(worker_ticks) - w0))
+		else
+			echo "$tps" >> "$DIR/tps_off"
+		fi
 		printf '  round %d: %-12s %s TPS\n' "$r" "$([ $cfg = yes ] && echo loaded || echo not\ loaded)" "$tps"
 	done
 done
 on=$(median < "$DIR/tps_on")
 off=$(median < "$DIR/tps_off")
 tps_pct=$(echo "$on / $off * 100" | bc -l)
+# ticks are 1/100 s
+worker_pct=$(echo "$worker_total / ($ROUNDS * $SECONDS_PER_RUN)" | bc -l)
 printf '  median: loaded %.0f TPS, not loaded %.0f TPS: %.1f%% (bound: >= 99%%)\n' "$on" "$off" "$tps_pct"
+printf '  the background worker used %.2f%% of one core while pgbench ran\n' "$worker_pct"
 
 # ---- 3. one mark + unmark ----
 #
@@ -206,12 +225,15 @@ BEGIN
 END \$\$"
 : > "$DIR/hook_diff"
 for r in $(seq "$ROUNDS"); do
-	for cfg in no yes; do
+	us_on=
+	us_off=
+	for cfg in $(order_of "$r"); do
 		with_preload $cfg
 		us=$(psql_q -c "CALL pce_loop_query(300000, NULL)")
-		if [ $cfg = yes ]; then echo "$us - $us_off" | bc -l >> "$DIR/hook_diff"; else us_off=$us; fi
+		if [ $cfg = yes ]; then us_on=$us; else us_off=$us; fi
 		printf '  round %d: %-12s %.3f us per statement\n' "$r" "$([ $cfg = yes ] && echo loaded || echo not\ loaded)" "$us"
 	done
+	echo "$us_on - $us_off" | bc -l >> "$DIR/hook_diff"
 done
 # the median of each round's difference: drift between rounds cancels out
 hook_us=$(median < "$DIR/hook_diff")
@@ -224,6 +246,6 @@ printf '  against a pgbench -S transaction of %.1f us that bounds TPS loaded/not
 echo
 echo "summary:"
 printf '  tracker on unmarked cold reads   %6.3f%%   (< 3%%; BPF run time / read time)\n' "$tracker_pct"
-printf '  pgbench -S TPS, loaded/not       %6.1f%%   (>= 99%%)\n' "$tps_pct"
+printf '  pgbench -S TPS, loaded/not       %6.1f%%   (>= 99%%; worker CPU %.2f%% of a core)\n' "$tps_pct" "$worker_pct"
 printf '  mark + unmark pair               %6.2f us (< 20 us)\n' "$mark_us"
 printf '  hooks on an unmarked statement   %6.3f us = TPS bound %.2f%%\n' "$hook_us" "$hook_pct"

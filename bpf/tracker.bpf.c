@@ -49,7 +49,12 @@ struct
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 }			folio_events SEC(".maps");
 
-/* Folios that scans brought in and that are still cached, by address. */
+/*
+ * Folios that scans brought in and that are still cached, by address.  Not
+ * pinned: it lives as long as the tracker's programs, so after a loader
+ * rerun the folios recorded before can still be dropped but no longer
+ * promoted.
+ */
 struct
 {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
