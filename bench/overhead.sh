@@ -12,9 +12,9 @@
 #   3. the cost of one mark + unmark pair: per-statement latency of
 #      "SELECT 1" with pg_cache_ext.scan = on (every statement marked and
 #      unmarked) minus with scan = off (issue 6's bound: < 20 us).
-#   4. the hooks' cost on an unmarked statement: the pgbench -S query in a
-#      server-side loop, loaded vs not; set against a pgbench transaction,
-#      the TPS ratio it allows (a steadier reading of 2's bound).
+#   4. the hooks' cost on an unmarked statement, in instructions: the
+#      pgbench -S query under callgrind in a single-user backend, loaded vs
+#      not (a reading of 2's bound that no noise moves).
 # Run as root; everything lives below /var/tmp/pce-overhead and is removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -205,47 +205,39 @@ mark_us=$(echo "$lon - $loff" | bc -l)
 printf '  median: %.3f us marked vs %.3f us unmarked: one mark + unmark costs %.2f us (bound: < 20 us; %d marks counted)\n' \
 	"$lon" "$loff" "$mark_us" "$marks"
 
-# ---- 4. what the hooks cost an unmarked statement ----
+# ---- 4. what the hooks cost an unmarked statement, in instructions ----
 #
-# pgbench TPS on two cores moves by several percent from run to run, more
-# than the hooks can cost; so their cost is also measured where it is
-# spent: the per-statement time of the pgbench -S query, run in a loop
-# inside the server, with the module loaded (mode auto: every executor and
-# utility hook runs and decides not to mark) and not loaded.
-echo "== 4. hooks on an unmarked statement: the pgbench -S query in a server-side loop, loaded vs not, $ROUNDS rounds"
-psql_q -c "
-CREATE OR REPLACE PROCEDURE pce_loop_query(n int, INOUT us float8) LANGUAGE plpgsql AS \$\$
-DECLARE t0 timestamptz; b int;
-BEGIN
-	-- warm up the plan cache and the buffers first
-	FOR i IN 1..20000 LOOP SELECT abalance INTO b FROM pgbench_accounts WHERE aid = i; END LOOP;
-	t0 := clock_timestamp();
-	FOR i IN 1..n LOOP SELECT abalance INTO b FROM pgbench_accounts WHERE aid = 1 + i % 100000; END LOOP;
-	us := extract(epoch FROM clock_timestamp() - t0) * 1e6 / n;
-END \$\$"
-: > "$DIR/hook_diff"
-for r in $(seq "$ROUNDS"); do
-	us_on=
-	us_off=
-	for cfg in $(order_of "$r"); do
-		with_preload $cfg
-		us=$(psql_q -c "CALL pce_loop_query(300000, NULL)")
-		if [ $cfg = yes ]; then us_on=$us; else us_off=$us; fi
-		printf '  round %d: %-12s %.3f us per statement\n' "$r" "$([ $cfg = yes ] && echo loaded || echo not\ loaded)" "$us"
-	done
-	echo "$us_on - $us_off" | bc -l >> "$DIR/hook_diff"
+# pgbench TPS on two cores moves by several percent from run to run, and
+# even a server-side loop by +-1 us per statement, more than the hooks can
+# cost.  Instructions do not move: the pgbench -S query, run N and 2N times
+# by a single-user backend under callgrind, with and without the module;
+# the difference of the two runs is the cost of N statements, start-up
+# cancelled out.  (The module's hooks all run: mode auto, nothing marked.)
+echo "== 4. hooks on an unmarked statement: instructions per pgbench -S query (callgrind, single-user backend)"
+pgctl stop
+N=1000
+for n in $N $((2 * N)); do
+	for i in $(seq "$n"); do echo "SELECT abalance FROM pgbench_accounts WHERE aid = $i;"; done > "$DIR/q$n.sql"
 done
-# the median of each round's difference: drift between rounds cancels out
-hook_us=$(median < "$DIR/hook_diff")
-# one pgbench -S transaction per client takes clients / TPS seconds
-txn_us=$(echo "2 * 1000000 / $off" | bc -l)
-hook_pct=$(echo "100 * $txn_us / ($txn_us + $hook_us)" | bc -l)
-printf '  median of the rounds'"'"' differences: the hooks cost %.3f us per statement;\n' "$hook_us"
-printf '  against a pgbench -S transaction of %.1f us that bounds TPS loaded/not at %.2f%%\n' "$txn_us" "$hook_pct"
+chown postgres "$DIR"/q*.sql
+instructions() {	# $1 = statements; prints the instructions of the whole run
+	runuser -u postgres -- valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.out" \
+		"$PGBIN/postgres" --single -D "$DIR/data" postgres < "$DIR/q$1.sql" > /dev/null 2>&1
+	awk '/^summary:/ { print $2 }' "$DIR/callgrind.out"
+}
+sed -i '/^shared_preload_libraries/d' "$DIR/data/postgresql.conf"
+ins_off=$(( $(instructions $((2 * N))) - $(instructions $N) ))
+echo "shared_preload_libraries = 'pg_cache_ext'" >> "$DIR/data/postgresql.conf"
+ins_on=$(( $(instructions $((2 * N))) - $(instructions $N) ))
+hook_ins=$(( (ins_on - ins_off) / N ))
+hook_pct=$(echo "100 * $ins_off / $ins_on" | bc -l)
+printf '  %d instructions per statement loaded, %d not loaded: the hooks cost %d instructions,\n' \
+	$((ins_on / N)) $((ins_off / N)) "$hook_ins"
+printf '  which bounds the server-side work of a pgbench -S transaction, loaded/not, at %.2f%%\n' "$hook_pct"
 
 echo
 echo "summary:"
 printf '  tracker on unmarked cold reads   %6.3f%%   (< 3%%; BPF run time / read time)\n' "$tracker_pct"
 printf '  pgbench -S TPS, loaded/not       %6.1f%%   (>= 99%%; worker CPU %.2f%% of a core)\n' "$tps_pct" "$worker_pct"
 printf '  mark + unmark pair               %6.2f us (< 20 us)\n' "$mark_us"
-printf '  hooks on an unmarked statement   %6.3f us = TPS bound %.2f%%\n' "$hook_us" "$hook_pct"
+printf '  hooks on an unmarked statement   %6d instructions (%.2f%% of the statement'"'"'s work kept)\n' "$hook_ins" "$hook_pct"

@@ -11,7 +11,7 @@ fi
 
 PKGS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libbpf-dev bpftool clang llvm
       libelf-dev zlib1g-dev make gcc pkg-config xz-utils libipc-run-perl sudo procps
-      postgresql-15-pgfincore gnuplot-nox bc libclang-rt-14-dev qemu-system-x86"
+      postgresql-15-pgfincore gnuplot-nox bc libclang-rt-14-dev qemu-system-x86 valgrind"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
