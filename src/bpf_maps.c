@@ -330,8 +330,8 @@ pce_mode_name(int mode)
 	}
 }
 
-static bool
-pin_present(const char *name)
+bool
+pce_pin_present(const char *name)
 {
 	char		path[MAXPGPATH];
 	struct stat st;
@@ -374,7 +374,7 @@ pce_current_mechanism(const char **why, struct pce_loader_info *info_out)
 		*why = "the loader left no record of a mechanism (rerun pg_cache_ext_loader)";
 		return PCE_MECH_NONE;
 	}
-	if (!pin_present(info.mechanism == PCE_MECH_CACHE_EXT ? PCE_PIN_POLICY_LINK : PCE_PIN_TRACKER_LINK))
+	if (!pce_pin_present(info.mechanism == PCE_MECH_CACHE_EXT ? PCE_PIN_POLICY_LINK : PCE_PIN_TRACKER_LINK))
 	{
 		snprintf(reason, sizeof(reason), "the loader recorded %s but its link is not pinned "
 				 "(loader interrupted?): rerun pg_cache_ext_loader",

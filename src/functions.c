@@ -143,6 +143,38 @@ unprivileged_bpf_note(const char *release, char *buf, size_t len)
 	return buf;
 }
 
+/* Is the multi-generational LRU on?  Then the kernel activates no folio. */
+static bool
+mglru_enabled(void)
+{
+	FILE	   *f = fopen("/sys/kernel/mm/lru_gen/enabled", "r");
+	unsigned int bits = 0;
+
+	if (!f)
+		return false;
+	if (fscanf(f, "%x", &bits) != 1)
+		bits = 0;
+	fclose(f);
+	return bits != 0;
+}
+
+/* Are scan pages that other backends use kept (promoted)?  If not, why. */
+static const char *
+promotion_note(enum pce_mechanism mech)
+{
+	if (mech == PCE_MECH_NONE)
+		return NULL;
+	if (!pce_promote_on_access)
+		return "off (pg_cache_ext.promote_on_access)";
+	if (mech == PCE_MECH_CACHE_EXT)
+		return "on: the policy moves a scan folio that another task touches to its main list";
+	if (!pce_pin_present(PCE_PIN_TRACKER_ACTIVATE_LINK))
+		return "unavailable: the loader could not attach tp_btf/mm_lru_activate (see its output)";
+	if (mglru_enabled())
+		return "on, but MGLRU is enabled: the kernel activates no folio, so none is promoted";
+	return "on: scan pages the kernel activates for another backend are kept";
+}
+
 /*
  * cache_ext_status(): one row per fact, (name, value).
  */
@@ -182,6 +214,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 		put_text_row(rsinfo, "loader", "not reachable");
 	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
 	put_text_row(rsinfo, "cgroup", info.cgroup[0] ? info.cgroup : NULL);
+	put_text_row(rsinfo, "promotion", promotion_note(mech));
 	if (maps_ok)
 	{
 		snprintf(buf, sizeof(buf), "%d", count_kernel_marks());

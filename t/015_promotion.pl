@@ -31,6 +31,7 @@ $node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
 my $s = status($node);
 plan skip_all => "stock mechanism not active here: $s->{reason}" if $s->{mechanism} ne 'stock';
 unlike($s->{reason}, qr/without promotion/, "the loader attached promotion ($s->{reason})");
+like($s->{promotion}, qr/^on: /, "status says promotion is on ($s->{promotion})");
 
 # ~40 MB, in one segment file
 $node->safe_psql('postgres', q{
@@ -104,10 +105,18 @@ cmp_ok($cached, '<=', $half + 2 * $mb, sprintf('promotion on: the rest of the sc
 cmp_ok($promoted, '==', 0, 'promotion off: nothing promoted');
 cmp_ok($cached, '<=', 2 * $mb, sprintf('promotion off: the same reads keep nothing (%.1f MB cached)', $cached / $mb));
 
+like(status($node)->{promotion}, qr/^off \(pg_cache_ext.promote_on_access\)/, 'status says promotion is off, and why');
+
 # a second read by a backend that is itself scanning is no sign of OLTP use
 ($tracked, $promoted, $cached) = scan_then_read_half('on', 'on');
 cmp_ok($promoted, '==', 0, 'a marked reader promotes nothing');
 cmp_ok($cached, '<=', 2 * $mb, sprintf('and its reads keep nothing (%.1f MB cached)', $cached / $mb));
+
+# without the activation link, status says promotion is unavailable
+root('unpin', "$s->{pin_dir}/tracker_activate_link");
+like(status($node)->{promotion}, qr/^unavailable: /, 'without its link, status says promotion is unavailable');
+load_bpf($node);
+like(status($node)->{promotion}, qr/^on: /, 'a loader rerun brings it back');
 
 is(stat_value($node, 'drop_errors'), '0', 'no drop errors');
 is(stat_value($node, 'records_lost'), '0', 'no record lost');
