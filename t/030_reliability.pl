@@ -65,12 +65,12 @@ is(status($node)->{state}, 'active', 'active again');
 
 # ---- the loader SIGKILLed at every point of its run, while scans run ----
 {
-	my ($h, $out, $err) = pgbench_bg('-c', 2, '-T', 12, '-f', $scan_sql);
+	my ($h, $out, $err) = pgbench_bg('-c', 2, '-T', 15, '-f', $scan_sql);
 	my (%outcome, %states, @bad);
 	# each delay twice: over the pins of a complete run, and from no pins
 	for my $from_scratch (0, 1)
 	{
-		for (my $usec = 0; $usec <= 100_000; $usec += 5_000)
+		for (my $usec = 0; $usec <= 100_000; $usec += 2_500)
 		{
 			unload_bpf($node) if $from_scratch;
 			my (undef, $what) = root('loader-killed-after', $usec, '-D', $node->data_dir);
