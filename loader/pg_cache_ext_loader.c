@@ -308,6 +308,23 @@ write_loader_info(struct bpf_map *map, enum pce_mechanism mech, bool has_cache_e
 		fail("cannot write loader_info: %s", strerror(errno));
 }
 
+/*
+ * Read loader_info back.  The server's group may write the maps, so what
+ * comes back is outside input to this root program: its strings are cut
+ * at their size, never trusted to be terminated.
+ */
+static bool
+read_loader_info(int fd, struct pce_loader_info *li)
+{
+	__u32		key = 0;
+
+	if (bpf_map_lookup_elem(fd, &key, li) != 0)
+		return false;
+	li->cgroup[sizeof(li->cgroup) - 1] = '\0';
+	li->reason[sizeof(li->reason) - 1] = '\0';
+	return true;
+}
+
 /* Knobs get defaults only the first time; later the module owns them. */
 static void
 init_knobs(struct bpf_map *map)
@@ -493,7 +510,7 @@ do_show(void)
 	if (bpf_map_lookup_elem(knobs_fd, &key, &k) == 0)
 		printf("knobs tracking %u promote_on_access %u scan_min_percent %u bypass_scan_reads %u\n",
 			   k.tracking, k.promote_on_access, k.scan_min_percent, k.bypass_scan_reads);
-	if (bpf_map_lookup_elem(info_fd, &key, &li) == 0)
+	if (read_loader_info(info_fd, &li))
 		printf("mechanism %s\nreason %s\n",
 			   li.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" :
 			   li.mechanism == PCE_MECH_STOCK ? "stock" : "none", li.reason);
@@ -605,11 +622,10 @@ main(int argc, char **argv)
 
 	if (want_cache_ext && cgroup && pin_exists(PCE_PIN_POLICY_LINK))
 	{
-		struct pce_loader_info old;
-		__u32		key = 0;
+		struct pce_loader_info old = {0};
 
 		/* a rerun: keep the policy on the same cgroup, move it otherwise */
-		if (bpf_map_lookup_elem(bpf_map__fd(tracker->maps.loader_info), &key, &old) == 0 &&
+		if (read_loader_info(bpf_map__fd(tracker->maps.loader_info), &old) &&
 			old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, cgroup) == 0)
 		{
 			unpin_tracker_links();
