@@ -92,6 +92,22 @@ enum pce_stat
 };
 
 /*
+ * The counters' names, as cache_ext_stats() and the loader's --show print
+ * them: an initializer for a const char *[PCE_STAT__COUNT] in user space.
+ */
+#define PCE_STAT_NAMES { \
+	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan", \
+	[PCE_STAT_FOLIOS_ADDED_OTHER] = "folios_added_other", \
+	[PCE_STAT_EVENTS_LOST] = "records_lost", \
+	[PCE_STAT_FOLIOS_EVICTED_SCAN] = "folios_evicted_scan", \
+	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main", \
+	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted", \
+	[PCE_STAT_EVICT_UNFILLED] = "evict_requests_unfilled", \
+	[PCE_STAT_ADMIT_BYPASSED] = "reads_bypassed", \
+	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed", \
+}
+
+/*
  * Knobs written by the module (from GUCs, at start and at every reload)
  * into the single entry of the knobs array map and read by BPF.
  */

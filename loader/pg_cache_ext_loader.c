@@ -500,11 +500,7 @@ do_show(void)
 	struct pce_scan_mark mark;
 	struct pce_loader_info li;
 	__u64	   *percpu = calloc(ncpu, sizeof(__u64));
-	static const char *stat_names[PCE_STAT__COUNT] = {
-		"folios_added_scan", "folios_added_other", "events_lost",
-		"folios_evicted_scan", "folios_evicted_main", "folios_promoted",
-		"evict_unfilled", "admit_bypassed", "folios_removed",
-	};
+	static const char *const stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
 	key = 0;
 	if (bpf_map_lookup_elem(knobs_fd, &key, &k) == 0)

@@ -45,17 +45,7 @@ PG_FUNCTION_INFO_V1(cache_ext_stats_reset);
 PG_FUNCTION_INFO_V1(cache_ext_scans);
 PG_FUNCTION_INFO_V1(cache_ext_relation_cache);
 
-static const char *const bpf_stat_names[PCE_STAT__COUNT] = {
-	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan",
-	[PCE_STAT_FOLIOS_ADDED_OTHER] = "folios_added_other",
-	[PCE_STAT_EVENTS_LOST] = "records_lost",
-	[PCE_STAT_FOLIOS_EVICTED_SCAN] = "folios_evicted_scan",
-	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main",
-	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted",
-	[PCE_STAT_EVICT_UNFILLED] = "evict_requests_unfilled",
-	[PCE_STAT_ADMIT_BYPASSED] = "reads_bypassed",
-	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed",
-};
+static const char *const bpf_stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
 static const char *const ustat_names[PCE_USTAT__COUNT] = {
 	[PCE_USTAT_MARKS] = "marks",

@@ -20,10 +20,7 @@
 #include "pg_cache_ext.h"
 #include "policy.h"
 
-static const char *stat_names[] = {
-	"folios_added_scan", "folios_added_other", "events_lost", "folios_evicted_scan",
-	"folios_evicted_main", "folios_promoted", "evict_unfilled", "admit_bypassed", "folios_removed",
-};
+static const char *const stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
 static int
 open_pin(const char *dir, const char *name)
