@@ -23,7 +23,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memcpy(text, data, size);
 	memset(&conf, 0, sizeof(conf));
-	if (pce_parse_config_text(text, size, "fuzz.conf", &conf, err, sizeof(err)) == 0)
+	if (pce_parse_config_text(text, size, "fuzz.conf", &conf, NULL, NULL, err, sizeof(err)) == 0)
 	{
 		for (int i = 0; i < PCE_CONF__COUNT; i++)
 		{

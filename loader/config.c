@@ -16,11 +16,16 @@
  * buffer, bounds every value, and is fuzzed (fuzz/fuzz_loader_config.c).
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -132,7 +137,8 @@ parse_line(const char *p, const char *end, char *name, size_t namelen,
 
 int
 pce_parse_config_text(const char *text, size_t len, const char *source,
-					  struct pce_loader_config *conf, char *err, size_t errlen)
+					  struct pce_loader_config *conf, pce_include_fn include, void *include_arg,
+					  char *err, size_t errlen)
 {
 	const char *p = text;
 	const char *end = text + len;
@@ -164,7 +170,10 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 		if (strcmp(name, "include") == 0 || strcmp(name, "include_if_exists") == 0 ||
 			strcmp(name, "include_dir") == 0)
 		{
-			conf->includes_skipped++;
+			if (!include)
+				conf->includes_skipped++;
+			else if (include(name, value, include_arg, err, errlen) != 0)
+				return -1;
 			continue;
 		}
 		for (int i = 0; i < PCE_CONF__COUNT; i++)
@@ -178,19 +187,124 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 	return 0;
 }
 
-int
-pce_read_config_file(const char *path, bool missing_ok, struct pce_loader_config *conf,
-					 char *err, size_t errlen)
+/* Where an include directive of a file leads, and how deep we are. */
+struct include_ctx
 {
-	FILE	   *f = fopen(path, "r");
+	char		dir[PATH_MAX];	/* directory of the including file */
+	int			depth;
+	struct pce_loader_config *conf;
+};
+
+static int	read_file(const char *path, bool missing_ok, int depth,
+					  struct pce_loader_config *conf, char *err, size_t errlen);
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* include_dir: the directory's *.conf files, not hidden ones, in name order */
+static int
+read_dir(const char *dirpath, int depth, struct pce_loader_config *conf, char *err, size_t errlen)
+{
+	DIR		   *d = opendir(dirpath);
+	struct dirent *de;
+	char	  **names = NULL;
+	size_t		n = 0;
+	int			rc = 0;
+
+	if (!d)
+	{
+		snprintf(err, errlen, "cannot open configuration directory \"%s\": %s", dirpath, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL && n < 1024)
+	{
+		size_t		len = strlen(de->d_name);
+		char	  **more;
+
+		if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".conf") != 0)
+			continue;
+		more = realloc(names, (n + 1) * sizeof(char *));
+		if (!more)
+			break;
+		names = more;
+		names[n] = strdup(de->d_name);
+		if (names[n])
+			n++;
+	}
+	closedir(d);
+	if (n > 0)
+		qsort(names, n, sizeof(char *), name_cmp);
+	for (size_t i = 0; i < n; i++)
+	{
+		char		path[PATH_MAX];
+
+		if (rc == 0)
+		{
+			snprintf(path, sizeof(path), "%s/%s", dirpath, names[i]);
+			rc = read_file(path, false, depth, conf, err, errlen);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+static int
+follow_include(const char *directive, const char *value, void *arg, char *err, size_t errlen)
+{
+	struct include_ctx *ctx = arg;
+	char		path[PATH_MAX];
+
+	if (ctx->depth >= 10)
+	{
+		snprintf(err, errlen, "configuration includes nested more than 10 deep (at \"%.64s\")", value);
+		return -1;
+	}
+	if (value[0] == '/')
+		snprintf(path, sizeof(path), "%s", value);
+	else
+		snprintf(path, sizeof(path), "%s/%s", ctx->dir, value);
+	if (strcmp(directive, "include_dir") == 0)
+		return read_dir(path, ctx->depth + 1, ctx->conf, err, errlen);
+	return read_file(path, strcmp(directive, "include_if_exists") == 0, ctx->depth + 1,
+					 ctx->conf, err, errlen);
+}
+
+static int
+read_file(const char *path, bool missing_ok, int depth, struct pce_loader_config *conf,
+		  char *err, size_t errlen)
+{
+	struct include_ctx ctx;
+	struct stat st;
+	FILE	   *f;
+	char	   *slash;
 	char	   *text;
 	size_t		len;
+	int			fd;
 	int			rc;
 
-	if (!f)
+	/* O_NONBLOCK: a FIFO named by an include must not hang a root program */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
 	{
 		if (missing_ok && errno == ENOENT)
 			return 0;
+		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	{
+		close(fd);
+		snprintf(err, errlen, "\"%s\" is not a regular file", path);
+		return -1;
+	}
+	f = fdopen(fd, "r");
+	if (!f)
+	{
+		close(fd);
 		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(errno));
 		return -1;
 	}
@@ -209,7 +323,22 @@ pce_read_config_file(const char *path, bool missing_ok, struct pce_loader_config
 		snprintf(err, errlen, "\"%s\" is larger than %d bytes", path, PCE_CONF_FILE_MAX);
 		return -1;
 	}
-	rc = pce_parse_config_text(text, len, path, conf, err, errlen);
+	snprintf(ctx.dir, sizeof(ctx.dir), "%s", path);
+	slash = strrchr(ctx.dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(ctx.dir, sizeof(ctx.dir), ".");
+	ctx.depth = depth;
+	ctx.conf = conf;
+	rc = pce_parse_config_text(text, len, path, conf, follow_include, &ctx, err, errlen);
 	free(text);
 	return rc;
+}
+
+int
+pce_read_config_file(const char *path, bool missing_ok, struct pce_loader_config *conf,
+					 char *err, size_t errlen)
+{
+	return read_file(path, missing_ok, 0, conf, err, errlen);
 }

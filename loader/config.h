@@ -28,18 +28,30 @@ struct pce_loader_config
 {
 	char		value[PCE_CONF__COUNT][PCE_CONF_VALUE_MAX];	/* "" when not set */
 	char		where[PCE_CONF__COUNT][128];	/* "FILE line N" of the last setting */
-	int			includes_skipped;
+	int			includes_skipped;	/* parsed without an include function */
 };
 
 /*
+ * Called for an include, include_if_exists or include_dir directive with
+ * its value; returns 0, or -1 with a reason in err.
+ */
+typedef int (*pce_include_fn) (const char *directive, const char *value, void *arg,
+							   char *err, size_t errlen);
+
+/*
  * Parse configuration text (len bytes, not necessarily NUL-terminated) into
- * *conf; later settings override earlier ones.  Returns 0, or -1 with a
- * one-line reason naming source and line in err.
+ * *conf; later settings override earlier ones.  Includes go to include, or
+ * are counted in conf->includes_skipped when it is NULL.  Returns 0, or -1
+ * with a one-line reason naming source and line in err.
  */
 extern int	pce_parse_config_text(const char *text, size_t len, const char *source,
-								  struct pce_loader_config *conf, char *err, size_t errlen);
+								  struct pce_loader_config *conf, pce_include_fn include,
+								  void *include_arg, char *err, size_t errlen);
 
-/* The same for a file; a missing file is not an error when missing_ok. */
+/*
+ * The same for a file, following its includes; a missing file is not an
+ * error when missing_ok.
+ */
 extern int	pce_read_config_file(const char *path, bool missing_ok,
 								 struct pce_loader_config *conf, char *err, size_t errlen);
 

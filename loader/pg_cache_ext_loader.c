@@ -167,10 +167,6 @@ apply_cluster_config(void)
 				 cluster_conf.where[PCE_CONF_CGROUP], v);
 		opt.cgroup = v;
 	}
-	if (cluster_conf.includes_skipped > 0)
-		info("%d include directive(s) in the configuration not followed: set pg_cache_ext.mode, "
-			 ".bpffs_dir and .cgroup in %s, postgresql.auto.conf or on the command line",
-			 cluster_conf.includes_skipped, conf_path);
 }
 
 /* The cluster id: the system identifier at the start of global/pg_control. */

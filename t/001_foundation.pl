@@ -72,6 +72,21 @@ PostgreSQL::Test::Utils::append_to_file($conf_file,
 ok(!$ok, 'a bad value in the configuration file is refused');
 like($err, qr/^pg_cache_ext_loader: error: \S+other.conf line 2: invalid pg_cache_ext.bpffs_dir "relative\/dir"/m,
 	'one clear error with the file and line');
+# includes are followed as the server follows them, relative to the file
+my $main_conf = $node->basedir . '/main.conf';
+mkdir $node->basedir . '/conf.d';
+PostgreSQL::Test::Utils::append_to_file($node->basedir . '/conf.d/20-pce.conf', "pg_cache_ext.mode = 'cache_ext'\n");
+PostgreSQL::Test::Utils::append_to_file($node->basedir . '/conf.d/10-pce.conf', "pg_cache_ext.mode = 'stock'\n");
+PostgreSQL::Test::Utils::append_to_file($node->basedir . '/conf.d/30-pce.conf.bak', "pg_cache_ext.mode = 'auto'\n");
+PostgreSQL::Test::Utils::append_to_file($main_conf,
+	"pg_cache_ext.mode = 'auto'\ninclude_if_exists 'missing.conf'\ninclude_dir = 'conf.d'\n");
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $main_conf);
+like($out, qr/^configuration:\s+pg_cache_ext.mode = 'cache_ext' \(\S+conf.d\/20-pce.conf line 1\)$/m,
+	'include_dir: its *.conf files are read in name order, others ignored') or diag($out . $err);
+PostgreSQL::Test::Utils::append_to_file($main_conf, "include '/dev/null'\n");
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $main_conf);
+like($err, qr/"\/dev\/null" is not a regular file/, 'an include of anything but a regular file is refused');
+
 PostgreSQL::Test::Utils::append_to_file($conf_file, "pg_cache_ext.bpffs_dir = '/sys/fs/bpf/pce-test-conf'\n");
 ($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--config-file', $conf_file);
 ok($ok, 'the loader runs with --config-file') or diag($err);
