@@ -346,6 +346,7 @@ promote_folio(const struct pce_folio_event *ev)
 	TrackedFile *tf = hash_search(tracked_files, &key, HASH_FIND, NULL);
 	dlist_node *cur;
 	dlist_node *prev;
+	uint64		promoted = 0;
 
 	if (!tf)
 		return;					/* already dropped, or its record was lost */
@@ -354,17 +355,14 @@ promote_folio(const struct pce_folio_event *ev)
 		Extent	   *ext = dlist_container(Extent, file_node, cur);
 		uint64		from = Max(ext->start, ev->index);
 		uint64		to = Min(ext->start + ext->npages, ev->index + ev->nr_pages);
+		uint32		kept_before = ext->nkept;
+		bool		last;
 
 		prev = cur->prev;
 		if (from >= to)
 			continue;
 		if (ext->npages > EXTENT_MAX_PAGES)
-		{
-			/* one large folio, so all of it is promoted */
-			tracked_pages -= ext->npages - ext->nkept;
-			pce_count(PCE_USTAT_BYTES_PROMOTED, (uint64) (ext->npages - ext->nkept) * page_size);
-			ext->nkept = ext->npages;
-		}
+			ext->nkept = ext->npages;	/* one large folio, so all of it */
 		for (uint64 p = from; p < to && ext->nkept < ext->npages; p++)
 		{
 			uint32		page = (uint32) (p - ext->start);
@@ -373,20 +371,18 @@ promote_folio(const struct pce_folio_event *ev)
 				continue;
 			ext->kept[page / 64] |= UINT64CONST(1) << (page % 64);
 			ext->nkept++;
-			tracked_pages--;
-			pce_count(PCE_USTAT_BYTES_PROMOTED, page_size);
 		}
-		if (ext->nkept == ext->npages)
-		{
-			bool		last = !dlist_has_prev(&tf->extents, cur) &&
-				!dlist_has_next(&tf->extents, cur);
-
-			/* with its last extent, the file's entry goes too */
-			forget_extent(ext);
-			if (last)
-				return;
-		}
+		promoted += ext->nkept - kept_before;
+		tracked_pages -= ext->nkept - kept_before;
+		if (ext->nkept < ext->npages)
+			continue;
+		/* all kept: forget it, and with its file's last extent, the file */
+		last = !dlist_has_prev(&tf->extents, cur) && !dlist_has_next(&tf->extents, cur);
+		forget_extent(ext);
+		if (last)
+			break;
 	}
+	pce_count(PCE_USTAT_BYTES_PROMOTED, promoted * page_size);
 }
 
 static int

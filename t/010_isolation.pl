@@ -17,16 +17,11 @@ my $budget_mb = 16;
 my $extent_mb = 1;
 my $limit = 160 * 1024 * 1024;
 
-my $node = new_node('isolation',
+my ($node, $s) = stock_node('isolation',
 	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
 	'pg_cache_ext.scan_max_age' => 0,
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
-load_bpf($node) or BAIL_OUT('loader failed');
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
-my $s = status($node);
-plan skip_all => "stock mechanism not active here: $s->{reason}" if $s->{mechanism} ne 'stock';
 
 # hot: ~48 MB; big: ~260 MB, larger than the cgroup and four times the budget
 $node->safe_psql('postgres', q{

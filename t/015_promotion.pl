@@ -20,16 +20,11 @@ if (open my $fh, '<', '/sys/kernel/mm/lru_gen/enabled')
 	  if defined $v && hex($v) != 0;
 }
 
-my $node = new_node('promotion',
+my ($node, $s) = stock_node('promotion',
 	'pg_cache_ext.scan_budget' => "'256MB'",
 	'pg_cache_ext.scan_max_age' => 0,
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
-load_bpf($node) or BAIL_OUT('loader failed');
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
-my $s = status($node);
-plan skip_all => "stock mechanism not active here: $s->{reason}" if $s->{mechanism} ne 'stock';
 unlike($s->{reason}, qr/without promotion/, "the loader attached promotion ($s->{reason})");
 like($s->{promotion}, qr/^on: /, "status says promotion is on ($s->{promotion})");
 

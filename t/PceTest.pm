@@ -12,7 +12,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
-our @EXPORT = qw(root new_node load_bpf unload_bpf status stat_value kernel_marks
+our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
   wait_until capeff);
 
 # Privileged steps: directly when root, else through sudo and the helper
@@ -39,6 +39,21 @@ sub new_node
 	$node->append_conf('postgresql.conf', "shared_buffers = 16MB\n");
 	$node->append_conf('postgresql.conf', "$_ = $conf{$_}") for sort keys %conf;
 	return $node;
+}
+
+# A started cluster with the loader run and the extension created, for the
+# tests of the stock-kernel mechanism: they are skipped, with the reason,
+# where another mechanism is in force.  Returns the node and its status.
+sub stock_node
+{
+	my ($name, %conf) = @_;
+	my $node = new_node($name, %conf);
+	load_bpf($node) or BAIL_OUT('loader failed');
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+	my $s = status($node);
+	plan skip_all => "stock mechanism not active here: $s->{reason}" if $s->{mechanism} ne 'stock';
+	return ($node, $s);
 }
 
 my %loaded;    # data directories the loader ran for, unloaded at exit

@@ -15,7 +15,7 @@ MAX=${2:-96} HOT=${3:-56} SCAN=${4:-256}
 PIN=/sys/fs/bpf/pg_cache_ext_lab
 CGROOT=/sys/fs/cgroup
 
-say() { echo "LAB-TEST: $*"; }
+. "$B/lab-common.sh"
 
 # run a command inside cgroup $1
 in_cgroup() {
@@ -25,16 +25,7 @@ in_cgroup() {
 
 resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
 
-# watchdog: a hung kernel becomes a diagnosable failure, not a QEMU timeout
-(
-	sleep "${PCE_LAB_WATCHDOG:-150}"
-	echo "RESULT watchdog_fired=1"
-	echo 1 > /proc/sys/kernel/sysrq
-	echo w > /proc/sysrq-trigger
-	echo l > /proc/sysrq-trigger
-	dmesg | tail -200 | sed 's/^/LAB-TEST: dmesg /'
-	echo o > /proc/sysrq-trigger
-) &
+start_watchdog "${PCE_LAB_WATCHDOG:-150}" 200
 
 say "memory.max ${MAX}M, hot file ${HOT}M, scan file ${SCAN}M"
 dd if=/dev/urandom of=/mnt/hot bs=1M count="$HOT" status=none

@@ -12,26 +12,15 @@
 set -u
 W=$1
 MAX=${2:-112}
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+. "$W/lab-common.sh"
 LOADER=$PGBIN/pg_cache_ext_loader
 CG=/sys/fs/cgroup/cache_ext_pg
-DATA=/mnt/pgdata
-SOCK=/mnt/pgsock
-say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
-psqlc() { runuser -u postgres -- "$PGBIN/psql" -h "$SOCK" -p 5432 -d postgres -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
 status() { psqlc -c "SELECT value FROM cache_ext_status() WHERE name = '$1'"; }
 stat() { psqlc -c "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
 resident() { psqlc -c "SELECT round(100 * cached_fraction) FROM cache_ext_relation_cache('$1')"; }
 
-(
-	sleep "${PCE_LAB_WATCHDOG:-250}"
-	echo "RESULT watchdog_fired=1"
-	dmesg | tail -40 | sed 's/^/LAB-TEST: dmesg /'
-	echo o > /proc/sysrq-trigger
-) &
-
-mkdir -p "$SOCK" && chown postgres "$SOCK"
-mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
+start_watchdog "${PCE_LAB_WATCHDOG:-250}" 40
+prepare_pg_runtime
 cp -a "$W/pgdata" "$DATA" || { echo "RESULT loader_copy_rc=1"; exit 1; }
 cat >> "$DATA/postgresql.conf" <<CONF
 unix_socket_directories = '$SOCK'

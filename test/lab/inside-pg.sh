@@ -13,24 +13,12 @@
 set -u
 B=$1
 MAX=${2:-112}
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+. "$B/lab-common.sh"
 PIN=/sys/fs/bpf/pg_cache_ext_lab
 CGROOT=/sys/fs/cgroup
-DATA=/mnt/pgdata
-SOCK=/mnt/pgsock
-say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
-pg() { runuser -u postgres -- "$@"; }
-psqlc() { pg "$PGBIN/psql" -h "$SOCK" -p 5432 -d postgres -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
 
-(
-	sleep "${PCE_LAB_WATCHDOG:-280}"
-	echo "RESULT watchdog_fired=1"
-	dmesg | tail -60 | sed 's/^/LAB-TEST: dmesg /'
-	echo o > /proc/sysrq-trigger
-) &
-
-mkdir -p "$SOCK" && chown postgres "$SOCK"
-mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
+start_watchdog "${PCE_LAB_WATCHDOG:-280}" 60
+prepare_pg_runtime
 start_in() {	# start the cluster inside cgroup $1
 	sh -c 'echo $$ > "$0/cgroup.procs" && exec runuser -u postgres -- "$1/pg_ctl" -D "$2" -l /mnt/pg.log -w start >/dev/null' "$1" "$PGBIN" "$DATA"
 }

@@ -42,6 +42,7 @@ fi
 cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/loader/policy.c" -lbpf -lelf -lz
 cc $cflags -o "$work/pce_mark_self" "$repo/test/pce_mark_self.c" -lbpf -lelf -lz
 cp "$here/inside-$scenario.sh" "$work/inside.sh"
+cp "$here/lab-common.sh" "$work/lab-common.sh"
 
 if [ "$scenario" = pg ] || [ "$scenario" = loader ]; then
 	# prepare the cluster on the host: initdb takes minutes under TCG
