@@ -86,7 +86,9 @@ enum pce_stat
 	PCE_STAT_FOLIOS_EVICTED_MAIN,	/* cache_ext: evicted from the main list */
 	PCE_STAT_FOLIOS_PROMOTED,	/* scan folio touched by a non-scan task */
 	PCE_STAT_EVICT_UNFILLED,	/* cache_ext: eviction requests not filled */
-	PCE_STAT_ADMIT_BYPASSED,	/* cache_ext: scan reads served around the cache */
+	PCE_STAT_UNUSED_7,			/* unused, never counted nor reported: kept so
+								 * that the stats map keeps its layout (was a
+								 * read bypass, removed as unsafe) */
 	PCE_STAT_FOLIOS_REMOVED,	/* folios removed from the cache (any list) */
 	PCE_STAT__COUNT
 };
@@ -94,6 +96,7 @@ enum pce_stat
 /*
  * The counters' names, as cache_ext_stats() and the loader's --show print
  * them: an initializer for a const char *[PCE_STAT__COUNT] in user space.
+ * An unused counter has no name (NULL): readers skip it.
  */
 #define PCE_STAT_NAMES { \
 	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan", \
@@ -103,7 +106,6 @@ enum pce_stat
 	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main", \
 	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted", \
 	[PCE_STAT_EVICT_UNFILLED] = "evict_requests_unfilled", \
-	[PCE_STAT_ADMIT_BYPASSED] = "reads_bypassed", \
 	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed", \
 }
 
@@ -118,8 +120,7 @@ struct pce_knobs
 	__u32		promote_on_access;	/* promote scan folios touched by others */
 	__u32		scan_min_percent;	/* cache_ext: scan list below this share of the
 									 * cgroup is not drained first */
-	__u32		bypass_scan_reads;	/* cache_ext: admit_folio bypass for marked PIDs */
-	__u32		reserved[3];
+	__u32		reserved[4];	/* 0; reserved[0] was a read bypass, removed */
 };
 
 /*

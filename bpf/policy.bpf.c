@@ -27,8 +27,12 @@
  *					own LRU for the rest).
  *	folio_evicted	the folio leaves the page cache: count it against its list and
  *					forget it.
- *	admit_folio		optional (knob bypass_scan_reads): reads by marked PIDs that
- *					miss the cache are served by direct I/O, around the cache.
+ *	admit_folio		not set.  The research kernel's bypass path (a read that
+ *					misses served by direct I/O) leaks a page reference per page,
+ *					serves a whole range from disk when only its first page
+ *					missed (stale data beside cached dirty pages) and ignores
+ *					read errors; do not use it until a kernel offers a safe
+ *					drop-behind path.
  *
  * This file builds against the stock vmlinux.h of the build machine, which
  * knows nothing of cache_ext: the few cache_ext types and kfuncs are declared
@@ -86,7 +90,7 @@ struct cache_ext_ops
 	void		(*folio_added) (struct folio *folio);
 	void		(*folio_accessed) (struct folio *folio);
 	void		(*folio_evicted) (struct folio *folio);
-	bool		(*admit_folio) (struct cache_ext_admission_ctx *ctx);
+	bool		(*admit_folio) (struct cache_ext_admission_ctx *ctx);	/* unused */
 };
 
 /* Return values of a list-iteration callback. */
@@ -181,14 +185,6 @@ knob_scan_min_percent(void)
 	if (!k || k->abi_version == 0 || k->scan_min_percent > 100)
 		return 0;
 	return k->scan_min_percent;
-}
-
-static __always_inline bool
-knob_bypass_scan_reads(void)
-{
-	const struct pce_knobs *k = current_knobs();
-
-	return k && k->abi_version != 0 && k->bypass_scan_reads != 0;
 }
 
 static __always_inline u64
@@ -407,16 +403,6 @@ void BPF_PROG(pce_folio_evicted, struct folio *folio)
 	stat_inc(which == PCE_LIST_SCAN ? PCE_STAT_FOLIOS_EVICTED_SCAN : PCE_STAT_FOLIOS_EVICTED_MAIN);
 }
 
-SEC("struct_ops/pce_admit_folio")
-bool BPF_PROG(pce_admit_folio, struct cache_ext_admission_ctx *actx)
-{
-	/* true = bypass the page cache (the kernel reads by direct I/O) */
-	if (!knob_bypass_scan_reads() || !current_task_is_scan())
-		return false;
-	stat_inc(PCE_STAT_ADMIT_BYPASSED);
-	return true;
-}
-
 SEC(".struct_ops")
 struct cache_ext_ops pce_policy_ops = {
 	.init = (void *) pce_init,
@@ -424,5 +410,5 @@ struct cache_ext_ops pce_policy_ops = {
 	.folio_added = (void *) pce_folio_added,
 	.folio_accessed = (void *) pce_folio_accessed,
 	.folio_evicted = (void *) pce_folio_evicted,
-	.admit_folio = (void *) pce_admit_folio,
+	/* .admit_folio left NULL: see the header comment */
 };

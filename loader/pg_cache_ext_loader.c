@@ -336,7 +336,6 @@ init_knobs(struct bpf_map *map)
 	k.tracking = 1;
 	k.promote_on_access = 1;
 	k.scan_min_percent = 5;
-	k.bypass_scan_reads = 0;
 	if (bpf_map_update_elem(fd, &key, &k, BPF_ANY) != 0)
 		fail("cannot initialise knobs: %s", strerror(errno));
 }
@@ -500,8 +499,8 @@ do_show(void)
 
 	key = 0;
 	if (bpf_map_lookup_elem(knobs_fd, &key, &k) == 0)
-		printf("knobs tracking %u promote_on_access %u scan_min_percent %u bypass_scan_reads %u\n",
-			   k.tracking, k.promote_on_access, k.scan_min_percent, k.bypass_scan_reads);
+		printf("knobs tracking %u promote_on_access %u scan_min_percent %u\n",
+			   k.tracking, k.promote_on_access, k.scan_min_percent);
 	if (read_loader_info(info_fd, &li))
 		printf("mechanism %s\nreason %s\n",
 			   li.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" :
@@ -520,7 +519,8 @@ do_show(void)
 		if (bpf_map_lookup_elem(stats_fd, &i, percpu) == 0)
 			for (int c = 0; c < ncpu; c++)
 				sum += percpu[c];
-		printf("stat %s %llu\n", stat_names[i], (unsigned long long) sum);
+		if (stat_names[i])		/* an unused counter has no name */
+			printf("stat %s %llu\n", stat_names[i], (unsigned long long) sum);
 	}
 	free(percpu);
 }

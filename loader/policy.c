@@ -78,7 +78,7 @@ static const struct member_prog policy_members[] = {
 	{"folio_added", "pce_folio_added"},
 	{"folio_accessed", "pce_folio_accessed"},
 	{"folio_evicted", "pce_folio_evicted"},
-	{"admit_folio", "pce_admit_folio"},
+	/* admit_folio: left NULL (its kernel path is unsafe; policy.bpf.c) */
 };
 
 /* ------------------------------------------------------------------ */

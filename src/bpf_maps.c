@@ -408,7 +408,6 @@ pce_map_write_knobs(void)
 	k.tracking = pce_mode != PCE_MODE_OFF;
 	k.promote_on_access = pce_promote_on_access;
 	k.scan_min_percent = pce_scan_min_percent;
-	k.bypass_scan_reads = pce_bypass_scan_reads;
 	return bpf_map_update_elem(pce_map_fd(PCE_PIN_KNOBS), &key, &k, BPF_ANY) == 0;
 }
 

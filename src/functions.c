@@ -250,7 +250,10 @@ cache_ext_stats(PG_FUNCTION_ARGS)
 
 	pce_map_read_stats(bpf_stats);
 	for (int i = 0; i < PCE_STAT__COUNT; i++)
-		put_count_row(rsinfo, bpf_stat_names[i], bpf_stats[i]);
+	{
+		if (bpf_stat_names[i])	/* an unused counter has no name */
+			put_count_row(rsinfo, bpf_stat_names[i], bpf_stats[i]);
+	}
 	for (int i = 0; i < PCE_USTAT__COUNT; i++)
 		put_count_row(rsinfo, ustat_names[i], pg_atomic_read_u64(&pce_shared->ustats[i]));
 	for (int i = 1; i < PCE_REASON__COUNT; i++)

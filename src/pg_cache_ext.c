@@ -49,7 +49,6 @@ int			pce_scan_budget_mb = 32;
 int			pce_scan_max_age_s = 60;
 bool		pce_promote_on_access = true;
 int			pce_scan_min_percent = 5;
-bool		pce_bypass_scan_reads = false;
 
 PceShared  *pce_shared = NULL;
 
@@ -236,11 +235,6 @@ pce_define_gucs(void)
 							"Below this share of the cgroup's pages the scan list is not drained first (cache_ext).",
 							NULL, &pce_scan_min_percent, 5, 0, 100,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("pg_cache_ext.bypass_scan_reads",
-							 "Serve reads by scanning backends that miss the cache without caching them (cache_ext).",
-							 NULL, &pce_bypass_scan_reads, false,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pg_cache_ext");
 }

@@ -57,7 +57,6 @@ extern int	pce_scan_budget_mb;
 extern int	pce_scan_max_age_s;
 extern bool pce_promote_on_access;
 extern int	pce_scan_min_percent;
-extern bool pce_bypass_scan_reads;
 
 /*
  * Counters kept by the module itself (the BPF programs keep theirs in the

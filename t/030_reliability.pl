@@ -100,16 +100,15 @@ is(status($node)->{state}, 'active', 'active again');
 $node->safe_psql('postgres', q{
 	ALTER SYSTEM SET pg_cache_ext.promote_on_access = off;
 	ALTER SYSTEM SET pg_cache_ext.scan_min_percent = 42;
-	ALTER SYSTEM SET pg_cache_ext.bypass_scan_reads = on;
 	SELECT pg_reload_conf();
 });
 ok(wait_until(sub { (`$bindir/pg_cache_ext_loader --show -D ${\$node->data_dir}` // '') =~
-	/^knobs tracking 1 promote_on_access 0 scan_min_percent 42 bypass_scan_reads 1$/m }, 3),
+	/^knobs tracking 1 promote_on_access 0 scan_min_percent 42$/m }, 3),
 	'changed GUCs reach the knobs map at reload, without a restart');
 unload_bpf($node);
 load_bpf($node);
 ok(wait_until(sub { (`$bindir/pg_cache_ext_loader --show -D ${\$node->data_dir}` // '') =~
-	/^knobs tracking 1 promote_on_access 0 scan_min_percent 42 bypass_scan_reads 1$/m }, 3),
+	/^knobs tracking 1 promote_on_access 0 scan_min_percent 42$/m }, 3),
 	'maps made anew by the loader get the GUC values, not the loader defaults');
 $node->safe_psql('postgres', q{
 	ALTER SYSTEM SET pg_cache_ext.mode = off; SELECT pg_reload_conf();

@@ -5,7 +5,7 @@
  *   pce_policy_tool has-cache-ext
  *   pce_policy_tool attach PIN_DIR CGROUP_DIR
  *   pce_policy_tool detach PIN_DIR
- *   pce_policy_tool knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS
+ *   pce_policy_tool knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT
  *   pce_policy_tool stats PIN_DIR
  *   pce_policy_tool mark|unmark PIN_DIR PID
  */
@@ -60,7 +60,7 @@ main(int argc, char **argv)
 		printf("detach: %d: %s\n", rc, why);
 		return rc ? 1 : 0;
 	}
-	if (argc == 7 && strcmp(argv[1], "knobs") == 0)
+	if (argc == 6 && strcmp(argv[1], "knobs") == 0)
 	{
 		struct pce_knobs k = {.abi_version = PCE_ABI_VERSION};
 		__u32		zero = 0;
@@ -69,7 +69,6 @@ main(int argc, char **argv)
 		k.tracking = atoi(argv[3]);
 		k.promote_on_access = atoi(argv[4]);
 		k.scan_min_percent = atoi(argv[5]);
-		k.bypass_scan_reads = atoi(argv[6]);
 		if (fd < 0 || bpf_map_update_elem(fd, &zero, &k, BPF_ANY) != 0)
 		{
 			perror("knobs");
@@ -106,11 +105,12 @@ main(int argc, char **argv)
 			if (bpf_map_lookup_elem(fd, &i, vals) == 0)
 				for (int c = 0; c < ncpu; c++)
 					sum += vals[c];
-			printf("%s %llu\n", stat_names[i], (unsigned long long) sum);
+			if (stat_names[i])
+				printf("%s %llu\n", stat_names[i], (unsigned long long) sum);
 		}
 		return 0;
 	}
 	fprintf(stderr, "usage: pce_policy_tool has-cache-ext | attach PIN_DIR CGROUP | detach PIN_DIR |"
-			" knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT BYPASS | stats PIN_DIR | mark|unmark PIN_DIR PID\n");
+			" knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT | stats PIN_DIR | mark|unmark PIN_DIR PID\n");
 	return 2;
 }

@@ -61,7 +61,7 @@ rc=$?
 say "$out"
 echo "RESULT attach_rc=$rc"
 [ $rc -eq 0 ] || exit 1
-"$B/pce_policy_tool" knobs "$PIN" 1 1 0 0 || exit 1
+"$B/pce_policy_tool" knobs "$PIN" 1 1 0 || exit 1
 ls -l "$PIN" | sed 's/^/LAB-TEST: pin /'
 run_case policy "$CGROOT/cache_ext_pg" "-p $PIN"
 "$B/pce_policy_tool" stats "$PIN" | sed 's/^/RESULT stat_/; s/ /=/2'

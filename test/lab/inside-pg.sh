@@ -70,7 +70,7 @@ mkdir -p "$PIN"
 run_case_setup() {
 	mkdir -p "$CGROOT/cache_ext_pg"
 	"$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg" | sed 's/^/LAB-TEST: /'
-	"$B/pce_policy_tool" knobs "$PIN" 1 1 0 0
+	"$B/pce_policy_tool" knobs "$PIN" 1 1 0
 	# as the loader does: backends (user postgres) update scan_pids through group access
 	chgrp postgres "$PIN"/* && chmod 660 "$PIN"/*
 }
