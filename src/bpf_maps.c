@@ -4,12 +4,25 @@
  *		Opening the maps the loader pinned for this cluster, and every
  *		read/write the module does on them.
  *
- * The server never creates BPF objects: it only opens pins (group postgres,
- * mode 0660) with bpf_obj_get(), which works without any capability.  Each
- * process opens the maps lazily and keeps the descriptors; when a pin is
- * replaced (the loader was rerun after --unload) the inode of the pin
- * changes and the process reopens.  Failures never raise an error: they are
- * remembered in a one-line reason that cache_ext_status() reports.
+ * The server never creates BPF objects: it only opens pins (owner root,
+ * group postgres, mode 0660) with bpf_obj_get(), which works without any
+ * capability.  Each process opens the maps lazily and keeps the
+ * descriptors; when a pin is replaced (the loader was rerun after --unload)
+ * the inode of the pin changes and the process reopens.  Failures never
+ * raise an error: they are remembered in a one-line reason that
+ * cache_ext_status() reports.
+ *
+ * Only pins that root made for this server are used: every pin of the
+ * directory (maps, ring buffer, links) must be owned by root, give nothing
+ * to other users and access to no group but the server's, and the
+ * directory must be root's too.  A pin anyone could open would let another
+ * local user mark processes, consume the scan records or detach the policy
+ * while the server reports itself active.  The check and the use are made
+ * on the same inode: the pin is opened with O_PATH | O_NOFOLLOW below a
+ * descriptor of the directory, checked with fstat(), and the BPF object is
+ * taken through /proc/self/fd/N of that descriptor.  (fstat() of the
+ * descriptor bpf_obj_get() returns describes an anonymous inode, not the
+ * pin, so it cannot serve.)
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +30,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -47,6 +61,20 @@ static PceMap maps[] = {
 };
 
 #define NUM_MAPS lengthof(maps)
+
+/*
+ * Pins the server does not keep open here but that must pass the same
+ * check whenever they exist: the ring buffer (the evictor opens it with
+ * pce_pin_open()), the links and the struct_ops map.
+ */
+static const char *const other_pins[] = {
+	PCE_PIN_FOLIO_EVENTS,
+	PCE_PIN_TRACKER_LINK,
+	PCE_PIN_TRACKER_REMOVE_LINK,
+	PCE_PIN_TRACKER_ACTIVATE_LINK,
+	PCE_PIN_POLICY_LINK,
+	PCE_PIN_POLICY_MAP,
+};
 
 static PceMapsState state = PCE_MAPS_NOT_OPEN;
 static char error_reason[512];
@@ -122,28 +150,158 @@ diagnose(const char *path, int err)
 		snprintf(error_reason, sizeof(error_reason), "cannot open %s: %s", path, strerror(err));
 }
 
+static const char *
+server_group_name(void)
+{
+	static char name[64];
+	struct group *gr = getgrgid(getegid());
+
+	if (gr)
+		strlcpy(name, gr->gr_name, sizeof(name));
+	else
+		snprintf(name, sizeof(name), "%u", (unsigned) getegid());
+	return name;
+}
+
 /*
- * A pin anyone could open would let any local user mark processes or read
- * what the cluster scans: refuse it.
+ * May we trust this pin?  Owned by root (only root can then change it), no
+ * permission bits for other users, and group permissions only for the
+ * server's own group.  A pin that gives its group nothing may have any
+ * group: the loader pins a link as root:root 0600 before it renames it into
+ * place and sets the group, and that is safe.  Sets error_reason if not.
  */
 static bool
-pin_permissions_ok(const char *path, const struct stat *st)
+pin_trusted(const char *path, const struct stat *st)
 {
-	if (st->st_mode & (S_IROTH | S_IWOTH))
+	const char *cure = "pins must be owned by root, group %s, mode 0660";
+	char		want[128];
+
+	snprintf(want, sizeof(want), cure, server_group_name());
+	if (!S_ISREG(st->st_mode))
+		snprintf(error_reason, sizeof(error_reason),
+				 "refusing %s: not a pin (%s); remove it and rerun pg_cache_ext_loader",
+				 path, S_ISLNK(st->st_mode) ? "a symbolic link" : "not a regular file");
+	else if (st->st_mode & S_IRWXO)
+		snprintf(error_reason, sizeof(error_reason),
+				 "refusing %s: mode %04o lets other users in; %s (rerun pg_cache_ext_loader)",
+				 path, (unsigned) (st->st_mode & 07777), want);
+	else if (st->st_uid != 0)
+		snprintf(error_reason, sizeof(error_reason),
+				 "refusing %s: owned by uid %u, not root; %s (rerun pg_cache_ext_loader)",
+				 path, (unsigned) st->st_uid, want);
+	else if ((st->st_mode & S_IRWXG) && st->st_gid != getegid())
+		snprintf(error_reason, sizeof(error_reason),
+				 "refusing %s: group %u may open it, not only the server's group %s; %s "
+				 "(rerun pg_cache_ext_loader --group %s)",
+				 path, (unsigned) st->st_gid, server_group_name(), want, server_group_name());
+	else
+		return true;
+	return false;
+}
+
+/*
+ * The pin directory, as an O_PATH descriptor, if it is root's own directory
+ * that other users cannot write into (so that nobody but root can swap a
+ * pin).  Returns -1 with error_reason set otherwise.
+ */
+static int
+open_pin_dir(void)
+{
+	const char *dir = pce_pin_dir();
+	struct stat st;
+	int			dfd = open(dir, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dfd < 0)
+	{
+		diagnose(dir, errno);
+		return -1;
+	}
+	if (fstat(dfd, &st) != 0)
+	{
+		diagnose(dir, errno);
+		close(dfd);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & S_IWOTH) ||
+		((st.st_mode & S_IWGRP) && st.st_gid != getegid()))
 	{
 		snprintf(error_reason, sizeof(error_reason),
-				 "refusing %s: mode %04o lets other users in; pins must be mode 0660 "
-				 "(rerun pg_cache_ext_loader)", path, (unsigned) (st->st_mode & 07777));
-		return false;
+				 "refusing %s: the pin directory must be a directory owned by root that only root "
+				 "can change (it is %s, uid %u, mode %04o); remove it and rerun pg_cache_ext_loader",
+				 dir, S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory",
+				 (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777));
+		close(dfd);
+		return -1;
 	}
-	if (st->st_uid != 0 && st->st_uid != geteuid())
+	return dfd;
+}
+
+/*
+ * Open pin name below the directory dfd with O_PATH and check it.  Returns
+ * the O_PATH descriptor (*st filled), or -1 with errno set; *refused tells
+ * whether the pin exists but failed the check (error_reason set then).
+ */
+static int
+open_checked_pin(int dfd, const char *name, struct stat *st, bool *refused)
+{
+	char		path[MAXPGPATH];
+	int			pfd;
+
+	*refused = false;
+	snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), name);
+	pfd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0)
+		return -1;
+	if (fstat(pfd, st) != 0 || !pin_trusted(path, st))
 	{
-		snprintf(error_reason, sizeof(error_reason),
-				 "refusing %s: owned by uid %u, not root or the server's user (rerun pg_cache_ext_loader)",
-				 path, (unsigned) st->st_uid);
-		return false;
+		int			save_errno = errno;
+
+		close(pfd);
+		*refused = true;
+		errno = save_errno;
+		return -1;
 	}
-	return true;
+	return pfd;
+}
+
+/* The BPF object behind a checked O_PATH descriptor of its pin. */
+static int
+bpf_obj_get_by_path_fd(int pfd)
+{
+	char		proc_path[64];
+
+	snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", pfd);
+	return bpf_obj_get(proc_path);
+}
+
+/*
+ * Open one pin, checked as above: the BPF object's descriptor, or -1 with
+ * errno set (EACCES if the pin exists but is refused; pce_maps_error()
+ * then says why).  For the evictor's ring buffer.
+ */
+int
+pce_pin_open(const char *name)
+{
+	struct stat st;
+	bool		refused;
+	int			dfd,
+				pfd,
+				fd;
+
+	dfd = open_pin_dir();
+	if (dfd < 0)
+		return -1;
+	pfd = open_checked_pin(dfd, name, &st, &refused);
+	close(dfd);
+	if (pfd < 0)
+	{
+		if (refused)
+			errno = EACCES;
+		return -1;
+	}
+	fd = bpf_obj_get_by_path_fd(pfd);
+	close(pfd);
+	return fd;
 }
 
 /*
@@ -155,6 +313,7 @@ bool
 pce_maps_open(bool force)
 {
 	TimestampTz now;
+	int			dfd = -1;
 
 	if (last_attempt_pid != MyProcPid)
 	{
@@ -173,35 +332,37 @@ pce_maps_open(bool force)
 		return state == PCE_MAPS_OK;
 	last_attempt = now;
 
+	dfd = open_pin_dir();
+	if (dfd < 0)
+		goto unavailable;
+
 	for (int i = 0; i < NUM_MAPS; i++)
 	{
 		char		path[MAXPGPATH];
 		struct stat st;
+		bool		refused;
+		int			pfd;
 		int			fd;
 
 		snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), maps[i].name);
-		if (stat(path, &st) != 0)
+		pfd = open_checked_pin(dfd, maps[i].name, &st, &refused);
+		if (pfd < 0)
 		{
-			diagnose(path, errno);
-			pce_maps_close();
-			state = PCE_MAPS_UNAVAILABLE;
-			return false;
-		}
-		if (!pin_permissions_ok(path, &st))
-		{
-			pce_maps_close();
-			state = PCE_MAPS_UNAVAILABLE;
-			return false;
+			if (!refused)
+				diagnose(path, errno);
+			goto unavailable;
 		}
 		if (maps[i].fd >= 0 && maps[i].ino == st.st_ino)
+		{
+			close(pfd);
 			continue;
-		fd = bpf_obj_get(path);
+		}
+		fd = bpf_obj_get_by_path_fd(pfd);
+		close(pfd);
 		if (fd < 0)
 		{
 			diagnose(path, errno);
-			pce_maps_close();
-			state = PCE_MAPS_UNAVAILABLE;
-			return false;
+			goto unavailable;
 		}
 		if (maps[i].fd >= 0)
 			close(maps[i].fd);
@@ -209,9 +370,31 @@ pce_maps_open(bool force)
 		maps[i].ino = st.st_ino;
 		generation++;
 	}
+
+	/* the other pins are not opened here, but must be sound where present */
+	for (int i = 0; i < lengthof(other_pins); i++)
+	{
+		struct stat st;
+		bool		refused;
+		int			pfd = open_checked_pin(dfd, other_pins[i], &st, &refused);
+
+		if (pfd >= 0)
+			close(pfd);
+		else if (refused)
+			goto unavailable;
+	}
+	close(dfd);
+
 	state = PCE_MAPS_OK;
 	error_reason[0] = '\0';
 	return true;
+
+unavailable:
+	if (dfd >= 0)
+		close(dfd);
+	pce_maps_close();
+	state = PCE_MAPS_UNAVAILABLE;
+	return false;
 }
 
 /*
@@ -337,7 +520,7 @@ pce_pin_present(const char *name)
 	struct stat st;
 
 	snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), name);
-	return stat(path, &st) == 0;
+	return lstat(path, &st) == 0;
 }
 
 /*

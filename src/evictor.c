@@ -405,7 +405,6 @@ handle_event(void *ctx, void *data, size_t size)
 bool
 pce_evictor_start(void)
 {
-	char		path[MAXPGPATH];
 	HASHCTL		ctl;
 
 	if (ring)
@@ -426,8 +425,8 @@ pce_evictor_start(void)
 		page_size = sysconf(_SC_PAGESIZE);
 	}
 
-	snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), PCE_PIN_FOLIO_EVENTS);
-	ring_map_fd = bpf_obj_get(path);
+	/* checked like every pin: root's, and no other user may consume it */
+	ring_map_fd = pce_pin_open(PCE_PIN_FOLIO_EVENTS);
 	if (ring_map_fd < 0)
 		return false;
 	ring = ring_buffer__new(ring_map_fd, handle_event, NULL, NULL);

@@ -123,6 +123,7 @@ typedef enum PceMapsState
 
 extern const char *pce_pin_dir(void);
 extern bool pce_pin_present(const char *name);
+extern int	pce_pin_open(const char *name);
 extern bool pce_maps_open(bool force);
 extern void pce_maps_close(void);
 extern const char *pce_maps_error(void);
