@@ -15,6 +15,11 @@
  * any of that (SIGKILL, a crash) are removed by the background worker,
  * which compares each entry's process start time with the live process.
  *
+ * Every mark carries the real start time of its process.  Members of the
+ * pins' group can write the map too; an entry without a start time (0), or
+ * with one that is not its process's, is removed by the same sweep, so
+ * that nobody can fill the map for good with entries no process matches.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -65,7 +70,15 @@ fill_mark(struct pce_scan_mark *mark, int pid, enum pce_reason reason, Oid relid
 static bool
 put_in_kernel_map(int pid, const struct pce_scan_mark *mark)
 {
-	int			err = pce_map_update_mark((__u32) pid, mark);
+	int			err;
+
+	/* without its start time a mark would only be swept: count it instead */
+	if (mark->proc_start_ticks == 0)
+	{
+		pce_count(PCE_USTAT_MAP_ERRORS, 1);
+		return false;
+	}
+	err = pce_map_update_mark((__u32) pid, mark);
 
 	if (err == 0)
 		return true;
@@ -207,6 +220,7 @@ pid_in_slots(const PceScanSlot *slots, int nslots, int pid)
 
 /*
  * Remove kernel marks that nobody will remove:
+ *	- the mark has no start time (0): no mark of ours lacks one;
  *	- the process is gone, or its PID now belongs to another process;
  *	- with sweep_slots (in the worker): the process lives but no slot says
  *	  it is marked, for more than a second.  That is a mark whose unmark
@@ -249,7 +263,8 @@ pce_remove_stale_marks(bool sweep_slots)
 		struct pce_scan_mark mark;
 
 		if (bpf_map_lookup_elem(fd, &next, &mark) == 0 &&
-			(pce_proc_start_ticks((int) next) != mark.proc_start_ticks ||
+			(mark.proc_start_ticks == 0 ||
+			 pce_proc_start_ticks((int) next) != mark.proc_start_ticks ||
 			 (slots && mark.reason != PCE_REASON_TEST &&
 			  (TimestampTz) mark.marked_at_us < grace_start &&
 			  !pid_in_slots(slots, nslots, (int) next))))

@@ -3,9 +3,10 @@
  *		Test tool: fill a cluster's scan-PID map with entries for PIDs that
  *		do not exist, as an unprivileged member of the pins' group would.
  *
- *	pce_fill_map PIN_DIR N			add N fake entries (PIDs from 4000000 down);
- *									prints how many went in and the errno that
- *									stopped it, if any
+ *	pce_fill_map PIN_DIR N [TICKS]	add N fake entries (PIDs from 4000000 down)
+ *									with start time TICKS (default 1; 0 is "no
+ *									start time"); prints how many went in and
+ *									the errno that stopped it, if any
  *	pce_fill_map PIN_DIR live PID	mark a live process as the module would
  *									(reason seqscan, its real start time), but
  *									with no backend behind the mark
@@ -30,7 +31,7 @@ main(int argc, char **argv)
 
 	if (argc != 3 && argc != 4)
 	{
-		fprintf(stderr, "usage: pce_fill_map PIN_DIR N | pce_fill_map PIN_DIR live PID\n");
+		fprintf(stderr, "usage: pce_fill_map PIN_DIR N [TICKS] | pce_fill_map PIN_DIR live PID\n");
 		return 2;
 	}
 	snprintf(path, sizeof(path), "%s/%s", argv[1], PCE_PIN_SCAN_PIDS);
@@ -70,7 +71,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 	n = atoi(argv[2]);
-	mark.proc_start_ticks = 1;	/* no live process has this start time */
+	/* by default 1: no live process has this start time */
+	mark.proc_start_ticks = argc == 4 ? strtoull(argv[3], NULL, 10) : 1;
 	mark.reason = PCE_REASON_TEST;
 	for (int i = 0; i < n; i++)
 	{
