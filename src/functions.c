@@ -12,6 +12,13 @@
  * None of these raise an error because the BPF side is missing: they
  * report it.
  *
+ * cache_ext_scans() shows what pg_stat_activity and the progress views
+ * show: to everyone, which process is marked, for what kind of work and in
+ * which database; what it scans and since when only to roles that have
+ * the privileges of the process's role or of pg_read_all_stats.
+ * cache_ext_relation_cache() wants SELECT on the relation, checked before
+ * the relation is locked.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -26,6 +33,7 @@
 #include <bpf/bpf.h>
 
 #include "access/relation.h"
+#include "catalog/pg_authid.h"
 #include "common/relpath.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -33,6 +41,7 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -286,6 +295,14 @@ cache_ext_stats_reset(PG_FUNCTION_ARGS)
 
 /*
  * cache_ext_scans(): one row per marked process.
+ *
+ * pid, reason and database are shown for every row, as pg_stat_activity
+ * shows pid and datid and the progress views show which command runs.  The
+ * relation, since when and whether the kernel map has it are shown only
+ * for rows of roles whose privileges the caller has, or to members of
+ * pg_read_all_stats (pg_stat_activity's rule); NULL otherwise.  The
+ * relation is named only for rows of the caller's database: an OID from
+ * another database would be resolved in this one.
  */
 Datum
 cache_ext_scans(PG_FUNCTION_ARGS)
@@ -293,8 +310,10 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	PceScanSlot *copy;
 	int			nslots;
+	bool		read_all_stats;
 
 	InitMaterializedSRF(fcinfo, 0);
+	read_all_stats = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 
 	nslots = pce_shared->nslots;
 	copy = palloc(sizeof(PceScanSlot) * nslots);
@@ -310,15 +329,23 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 
 		if (slot->pid == 0)
 			continue;
+
+		/* shown to everyone */
 		values[0] = Int32GetDatum(slot->pid);
 		values[1] = CStringGetTextDatum(slot->reason < PCE_REASON__COUNT ?
 										pce_reason_names[slot->reason] : "unknown");
-		values[2] = ObjectIdGetDatum(slot->relid);
-		nulls[2] = !OidIsValid(slot->relid);
 		values[3] = ObjectIdGetDatum(slot->dboid);
 		nulls[3] = !OidIsValid(slot->dboid);
-		values[4] = TimestampTzGetDatum(slot->since);
-		values[5] = BoolGetDatum(pce_map_has_mark((__u32) slot->pid));
+
+		if (read_all_stats || has_privs_of_role(GetUserId(), slot->userid))
+		{
+			values[2] = ObjectIdGetDatum(slot->relid);
+			nulls[2] = !OidIsValid(slot->relid) || slot->dboid != MyDatabaseId;
+			values[4] = TimestampTzGetDatum(slot->since);
+			values[5] = BoolGetDatum(pce_map_has_mark((__u32) slot->pid));
+		}
+		else
+			nulls[2] = nulls[4] = nulls[5] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -396,17 +423,37 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 	const char *method = "cachestat";
 	Datum		values[5];
 	bool		nulls[5] = {0};
+	AclResult	aclresult;
+	bool		is_missing = false;
 
 	InitMaterializedSRF(fcinfo, 0);
+
+	/*
+	 * Privileges first, without a lock: a role that may not read the
+	 * relation must not be able to queue behind, or in front of, an
+	 * AccessExclusiveLock on it.
+	 */
+	aclresult = pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &is_missing);
+	if (is_missing)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (aclresult != ACLCHECK_OK)
+	{
+		char	   *relname = get_rel_name(relid);
+
+		if (relname == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", relid)));
+		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)), relname);
+	}
 
 	rel = try_relation_open(relid, AccessShareLock);
 	if (rel == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", relid)));
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(rel->rd_rel->relkind),
-					   RelationGetRelationName(rel));
 	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

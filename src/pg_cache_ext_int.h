@@ -85,6 +85,7 @@ typedef struct PceScanSlot
 	uint32		reason;			/* enum pce_reason */
 	Oid			relid;
 	Oid			dboid;
+	Oid			userid;			/* session user, as pg_stat_activity has it */
 	TimestampTz since;
 	bool		in_kernel;		/* did the map update succeed? */
 } PceScanSlot;
@@ -144,7 +145,8 @@ extern uint64 pce_proc_start_ticks(int pid);
 /* registry.c */
 extern bool pce_mark_self(enum pce_reason reason, Oid relid);
 extern void pce_unmark_self(void);
-extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid);
+extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid,
+						   Oid userid);
 extern void pce_unmark_other(int pid, int procno);
 extern int	pce_remove_stale_marks(bool sweep_slots);
 extern bool pce_self_marked(void);

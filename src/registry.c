@@ -90,7 +90,7 @@ put_in_kernel_map(int pid, const struct pce_scan_mark *mark)
 }
 
 static void
-set_slot(int procno, int pid, enum pce_reason reason, Oid relid, Oid dboid, bool in_kernel)
+set_slot(int procno, int pid, const struct pce_scan_mark *mark, Oid userid, bool in_kernel)
 {
 	PceScanSlot *slot;
 
@@ -99,9 +99,10 @@ set_slot(int procno, int pid, enum pce_reason reason, Oid relid, Oid dboid, bool
 	slot = &pce_shared->slots[procno];
 	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
 	slot->pid = pid;
-	slot->reason = reason;
-	slot->relid = relid;
-	slot->dboid = dboid;
+	slot->reason = mark->reason;
+	slot->relid = mark->relid;
+	slot->dboid = mark->dboid;
+	slot->userid = userid;
 	slot->since = GetCurrentTimestamp();
 	slot->in_kernel = in_kernel;
 	LWLockRelease(pce_shared->lock);
@@ -121,13 +122,16 @@ clear_slot(int procno, int pid)
 	LWLockRelease(pce_shared->lock);
 }
 
-/* Mark pid: kernel map, shared-memory slot, counters.  True if in the map. */
+/*
+ * Mark pid: kernel map, shared-memory slot, counters.  True if in the map.
+ * userid is the role cache_ext_scans() shows the row's details to.
+ */
 static bool
-mark_process(int pid, int procno, const struct pce_scan_mark *mark)
+mark_process(int pid, int procno, const struct pce_scan_mark *mark, Oid userid)
 {
 	bool		in_kernel = put_in_kernel_map(pid, mark);
 
-	set_slot(procno, pid, mark->reason, mark->relid, mark->dboid, in_kernel);
+	set_slot(procno, pid, mark, userid, in_kernel);
 	pce_count(PCE_USTAT_MARKS, 1);
 	if (pce_shared)
 		pg_atomic_fetch_add_u64(&pce_shared->marks_by_reason[mark->reason], 1);
@@ -175,7 +179,7 @@ pce_mark_self(enum pce_reason reason, Oid relid)
 
 	fill_mark(&mark, MyProcPid, reason, relid, MyDatabaseId);
 	self_marked = true;
-	return mark_process(MyProcPid, PCE_PROCNO(MyProc), &mark);
+	return mark_process(MyProcPid, PCE_PROCNO(MyProc), &mark, GetSessionUserId());
 }
 
 void
@@ -189,17 +193,18 @@ pce_unmark_self(void)
 
 /*
  * Mark another process (the worker does this for autovacuum workers and
- * WAL senders, which have no hook of ours to run).
+ * WAL senders, which have no hook of ours to run).  userid: its
+ * PgBackendStatus.st_userid.
  */
 bool
-pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid)
+pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid, Oid userid)
 {
 	struct pce_scan_mark mark;
 
 	fill_mark(&mark, pid, reason, relid, dboid);
 	if (mark.proc_start_ticks == 0)
 		return false;			/* already gone */
-	return mark_process(pid, procno, &mark);
+	return mark_process(pid, procno, &mark, userid);
 }
 
 void

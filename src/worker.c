@@ -149,7 +149,8 @@ mark_background_processes(void)
 				continue;
 			/* remembered even if the kernel map refused it, to unmark later */
 			pce_mark_other(be->st_procpid, PCE_PROCNO(proc), reason,
-						   be->st_progress_command_target, be->st_databaseid);
+						   be->st_progress_command_target, be->st_databaseid,
+						   be->st_userid);
 			bg_marks[nbg_marks].pid = be->st_procpid;
 			bg_marks[nbg_marks].procno = PCE_PROCNO(proc);
 			still[nbg_marks] = true;
