@@ -150,16 +150,21 @@ diagnose(const char *path, int err)
 		snprintf(error_reason, sizeof(error_reason), "cannot open %s: %s", path, strerror(err));
 }
 
+/* The server's group by name, for messages (looked up once). */
 static const char *
 server_group_name(void)
 {
 	static char name[64];
-	struct group *gr = getgrgid(getegid());
 
-	if (gr)
-		strlcpy(name, gr->gr_name, sizeof(name));
-	else
-		snprintf(name, sizeof(name), "%u", (unsigned) getegid());
+	if (name[0] == '\0')
+	{
+		struct group *gr = getgrgid(getegid());
+
+		if (gr)
+			strlcpy(name, gr->gr_name, sizeof(name));
+		else
+			snprintf(name, sizeof(name), "%u", (unsigned) getegid());
+	}
 	return name;
 }
 
@@ -173,10 +178,14 @@ server_group_name(void)
 static bool
 pin_trusted(const char *path, const struct stat *st)
 {
-	const char *cure = "pins must be owned by root, group %s, mode 0660";
 	char		want[128];
 
-	snprintf(want, sizeof(want), cure, server_group_name());
+	if (S_ISREG(st->st_mode) && (st->st_mode & S_IRWXO) == 0 && st->st_uid == 0 &&
+		((st->st_mode & S_IRWXG) == 0 || st->st_gid == getegid()))
+		return true;
+
+	snprintf(want, sizeof(want), "pins must be owned by root, group %s, mode 0660",
+			 server_group_name());
 	if (!S_ISREG(st->st_mode))
 		snprintf(error_reason, sizeof(error_reason),
 				 "refusing %s: not a pin (%s); remove it and rerun pg_cache_ext_loader",
@@ -194,8 +203,6 @@ pin_trusted(const char *path, const struct stat *st)
 				 "refusing %s: group %u may open it, not only the server's group %s; %s "
 				 "(rerun pg_cache_ext_loader --group %s)",
 				 path, (unsigned) st->st_gid, server_group_name(), want, server_group_name());
-	else
-		return true;
 	return false;
 }
 
