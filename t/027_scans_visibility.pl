@@ -77,7 +77,8 @@ is(seen_by('dave', $pid), 'seqscan|t|secret_scan|t|true', 'dave, a member of ali
 is(seen_by($node->safe_psql('postgres', 'SELECT current_user'), $pid), 'seqscan|t|secret_scan|t|true',
 	'a superuser sees the relation');
 # as pg_stat_activity: bob sees the same of her there
-is($node->safe_psql('postgres', "SELECT query IS NULL FROM pg_stat_activity WHERE pid = $pid",
+is($node->safe_psql('postgres',
+	"SELECT query = '<insufficient privilege>' AND state IS NULL FROM pg_stat_activity WHERE pid = $pid",
 	extra_params => [ '-U', 'bob' ]), 't', '(pg_stat_activity hides her query from bob too)');
 $bg->quit;
 
