@@ -8,7 +8,9 @@
 #   3. pg_regress (sql/, expected/) against a cluster with the loader run
 #   4. the TAP tests (t/*.pl, t/*.t) through PGXS's prove_installcheck as
 #      postgres, and the kernel-lab tests (t/09*) as root
-#   5. a summary line "N passed, N failed, N skipped"; exit 1 on any failure
+#   5. the sudo rule and the root helper are removed (also on any other
+#      exit: trap), and a last test checks that postgres has no root door left
+#   6. a summary line "N passed, N failed, N skipped"; exit 1 on any failure
 #
 # PCE_TESTS="t/001_foundation.pl ..." runs only those TAP tests.
 set -uo pipefail
@@ -35,8 +37,10 @@ cleanup() {
 	[ -d "$WORK/regress-data" ] && "$BINDIR/pg_cache_ext_loader" --unload -D "$WORK/regress-data" >/dev/null 2>&1
 	# clusters the TAP tests left running after a failure
 	pkill -u postgres -f "postgres -D $WORK/tree/tmp_check" 2>/dev/null || true
+	rm -f /etc/sudoers.d/pg_cache_ext_test "$HELPER"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
 
 cleanup
 rm -rf "$WORK"
@@ -82,6 +86,16 @@ if [ -n "$root_tests" ]; then
 	fi
 	prove --verbose -I t $root_tests 2>&1 | tee -a "$TAPLOG"
 	[ "${PIPESTATUS[0]}" -ne 0 ] && make_rc=1
+fi
+
+# ---- no root door left: the rule and the helper go, postgres cannot sudo ----
+cleanup
+if [ ! -e /etc/sudoers.d/pg_cache_ext_test ] && [ ! -e "$HELPER" ] &&
+	! sudo -n -l -U postgres 2>/dev/null | grep -q pg_cache_ext; then
+	echo "ok 1 - no sudo rule remains" | tee -a "$TAPLOG"
+else
+	echo "not ok 1 - no sudo rule remains: $(ls /etc/sudoers.d/pg_cache_ext_test "$HELPER" 2>&1)" | tee -a "$TAPLOG"
+	make_rc=1
 fi
 
 # ---- summary ----
