@@ -259,13 +259,19 @@ open_checked_pin(int dfd, const char *name, struct stat *st, bool *refused)
 	pfd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (pfd < 0)
 		return -1;
-	if (fstat(pfd, st) != 0 || !pin_trusted(path, st))
+	if (fstat(pfd, st) != 0)
 	{
 		int			save_errno = errno;
 
 		close(pfd);
-		*refused = true;
 		errno = save_errno;
+		return -1;
+	}
+	if (!pin_trusted(path, st))
+	{
+		close(pfd);
+		*refused = true;
+		errno = EACCES;
 		return -1;
 	}
 	return pfd;
@@ -283,8 +289,8 @@ bpf_obj_get_by_path_fd(int pfd)
 
 /*
  * Open one pin, checked as above: the BPF object's descriptor, or -1 with
- * errno set (EACCES if the pin exists but is refused; pce_maps_error()
- * then says why).  For the evictor's ring buffer.
+ * errno set (EACCES if the pin exists but is refused: the next
+ * pce_maps_open() says why).  For the evictor's ring buffer.
  */
 int
 pce_pin_open(const char *name)
@@ -301,11 +307,7 @@ pce_pin_open(const char *name)
 	pfd = open_checked_pin(dfd, name, &st, &refused);
 	close(dfd);
 	if (pfd < 0)
-	{
-		if (refused)
-			errno = EACCES;
 		return -1;
-	}
 	fd = bpf_obj_get_by_path_fd(pfd);
 	close(pfd);
 	return fd;
@@ -389,6 +391,14 @@ pce_maps_open(bool force)
 			close(pfd);
 		else if (refused)
 			goto unavailable;
+		else if (errno != ENOENT)
+		{
+			char		path[MAXPGPATH];
+
+			snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), other_pins[i]);
+			diagnose(path, errno);
+			goto unavailable;
+		}
 	}
 	close(dfd);
 
