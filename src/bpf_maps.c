@@ -232,11 +232,13 @@ open_pin_dir(void)
 	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & S_IWOTH) ||
 		((st.st_mode & S_IWGRP) && st.st_gid != getegid()))
 	{
+		const char *what = S_ISDIR(st.st_mode) ? "a directory" :
+			S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory";
+
 		snprintf(error_reason, sizeof(error_reason),
 				 "refusing %s: the pin directory must be a directory owned by root that only root "
 				 "can change (it is %s, uid %u, mode %04o); remove it and rerun pg_cache_ext_loader",
-				 dir, S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory",
-				 (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777));
+				 dir, what, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777));
 		close(dfd);
 		return -1;
 	}
