@@ -84,6 +84,27 @@ SELECT r, marks_of(r) - n AS new_marks FROM before ORDER BY r;
 RESET pg_cache_ext.scan_commands;
 SELECT my_mark();
 
+-- cache_ext_scans() follows pg_stat_activity: the relation, since when and
+-- the kernel map are shown for rows of roles whose privileges the caller
+-- has, and to pg_read_all_stats; under SET ROLE this session's own row
+-- belongs to its session user
+CREATE FUNCTION scan_seen() RETURNS text LANGUAGE sql VOLATILE AS
+$$ SELECT concat_ws(':', reason, coalesce(relation::text, '-'), (since IS NOT NULL)::text,
+                    coalesce(in_kernel_map::text, '-'))
+     FROM cache_ext_scans() WHERE pid = pg_backend_pid() $$;
+CREATE ROLE pce_plain;
+CREATE ROLE pce_stats_reader IN ROLE pg_read_all_stats;
+GRANT SELECT ON pce_t TO pce_plain, pce_stats_reader;
+SELECT scan_seen() FROM pce_t WHERE g = 1;
+SET ROLE pce_plain;
+SELECT scan_seen() FROM pce_t WHERE g = 1;
+SET ROLE pce_stats_reader;
+SELECT scan_seen() FROM pce_t WHERE g = 1;
+RESET ROLE;
+REVOKE ALL ON pce_t FROM pce_plain, pce_stats_reader;
+DROP ROLE pce_plain, pce_stats_reader;
+DROP FUNCTION scan_seen();
+
 -- relation residency
 SELECT total_bytes = pg_relation_size('pce_t') AS total_matches,
        cached_bytes BETWEEN 0 AND total_bytes AS cached_in_range,
