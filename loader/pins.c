@@ -71,6 +71,17 @@ open_parent(const char *bpffs_dir, char *base, size_t baselen, char *err, size_t
 	return fd;
 }
 
+/* Is fd the root of a mount (a bind mount of the bpffs root too)?  Linux 5.8+ says so. */
+static bool
+is_mount_root(int fd)
+{
+	struct statx stx;
+
+	return statx(fd, "", AT_EMPTY_PATH, 0, &stx) == 0 &&
+		(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+		(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
 /*
  * Open name below dirfd as a directory of root's on dirfd's mount, making
  * it first with mode when installing; -1 with errno ENOENT when it does not
@@ -107,7 +118,7 @@ open_own_dir(int dirfd, const char *name, const char *shown, enum pce_pins_use u
 	else if (st.st_uid != 0)
 		snprintf(err, errlen, "\"%s\" is owned by uid %u, not root: refused (remove it; on a bpffs "
 				 "of mode 1777 any user can make it)", shown, (unsigned) st.st_uid);
-	else if (st.st_dev != dst.st_dev)
+	else if (st.st_dev != dst.st_dev || is_mount_root(fd))
 		snprintf(err, errlen, "\"%s\" is a mount point: name a directory below it", shown);
 	else
 		return fd;
