@@ -52,6 +52,65 @@ skip_blanks(const char *p, const char *end)
 }
 
 /*
+ * The value of a line: a quoted one from just after its opening quote ('' or
+ * \' for a quote, \\ for a backslash), or a bare word.  Both copy into
+ * value (bounded, *n bytes) and return where the line goes on, or NULL with
+ * a reason.
+ */
+static const char *
+quoted_value(const char *p, const char *end, char *value, size_t valuelen, size_t *n, const char **why)
+{
+	*n = 0;
+	for (;;)
+	{
+		char		c;
+
+		if (p >= end)
+		{
+			*why = "unterminated quoted value";
+			return NULL;
+		}
+		c = *p++;
+		if (c == '\'')
+		{
+			if (p < end && *p == '\'')
+				p++;			/* '' is a quote */
+			else
+				return p;
+		}
+		else if (c == '\\' && p < end)
+			c = *p++;			/* \' and \\ */
+		if (*n + 1 >= valuelen)
+		{
+			*why = "value too long";
+			return NULL;
+		}
+		value[(*n)++] = c;
+	}
+}
+
+static const char *
+bare_value(const char *p, const char *end, char *value, size_t valuelen, size_t *n, const char **why)
+{
+	*n = 0;
+	while (p < end && *p != '#' && *p != ' ' && *p != '\t' && *p != '\r')
+	{
+		if (*n + 1 >= valuelen)
+		{
+			*why = "value too long";
+			return NULL;
+		}
+		value[(*n)++] = *p++;
+	}
+	if (*n == 0)
+	{
+		*why = "missing value";
+		return NULL;
+	}
+	return p;
+}
+
+/*
  * Parse one line [p, end).  On a setting, copies its name and value (both
  * bounded) and returns 1; returns 0 for a blank or comment line, -1 with a
  * reason for a malformed one.
@@ -85,54 +144,10 @@ parse_line(const char *p, const char *end, char *name, size_t namelen,
 	if (p < end && *p == '=')
 		p = skip_blanks(p + 1, end);
 
-	n = 0;
-	if (p < end && *p == '\'')
-	{
-		p++;
-		for (;;)
-		{
-			char		c;
-
-			if (p >= end)
-			{
-				*why = "unterminated quoted value";
-				return -1;
-			}
-			c = *p++;
-			if (c == '\'')
-			{
-				if (p < end && *p == '\'')
-					p++;		/* '' is a quote */
-				else
-					break;
-			}
-			else if (c == '\\' && p < end)
-				c = *p++;		/* \' and \\ */
-			if (n + 1 >= valuelen)
-			{
-				*why = "value too long";
-				return -1;
-			}
-			value[n++] = c;
-		}
-	}
-	else
-	{
-		while (p < end && *p != '#' && *p != ' ' && *p != '\t' && *p != '\r')
-		{
-			if (n + 1 >= valuelen)
-			{
-				*why = "value too long";
-				return -1;
-			}
-			value[n++] = *p++;
-		}
-		if (n == 0)
-		{
-			*why = "missing value";
-			return -1;
-		}
-	}
+	p = (p < end && *p == '\'') ? quoted_value(p + 1, end, value, valuelen, &n, why)
+		: bare_value(p, end, value, valuelen, &n, why);
+	if (!p)
+		return -1;
 	value[n] = '\0';
 	p = skip_blanks(p, end);
 	if (p < end && *p != '#')

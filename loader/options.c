@@ -53,6 +53,45 @@ path_option_refused(const char *option, const char *value, char *err, size_t err
 	return why != NULL;
 }
 
+/* The parsed options, checked together; 0, or -1 with one line in err. */
+static int
+validate_options(const struct pce_loader_options *opt, char *err, size_t errlen)
+{
+	if (!pce_valid_mode(opt->mode))
+	{
+		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock, cache_ext or off", opt->mode);
+		return -1;
+	}
+	if (path_option_refused("--bpffs-dir", opt->bpffs_dir, err, errlen))
+		return -1;
+	if (opt->cgroup && path_option_refused("--cgroup", opt->cgroup, err, errlen))
+		return -1;
+	if (opt->config_file && path_option_refused("--config-file", opt->config_file, err, errlen))
+		return -1;
+	if (opt->cluster_id && !pce_valid_cluster_id(opt->cluster_id))
+	{
+		snprintf(err, errlen, "invalid --cluster-id \"%.64s\": use 1 to %d of 0-9, a-z, '_' and '-'",
+				 opt->cluster_id, PCE_CLUSTER_ID_MAX);
+		return -1;
+	}
+	if (opt->datadir && opt->datadir[0] == '\0')
+	{
+		snprintf(err, errlen, "empty data directory");
+		return -1;
+	}
+	if (!opt->datadir && !opt->cluster_id)
+	{
+		snprintf(err, errlen, "no data directory given: use -D DATADIR (or --cluster-id)");
+		return -1;
+	}
+	if ((opt->check + opt->unload + opt->show) > 1)
+	{
+		snprintf(err, errlen, "--check, --unload and --show exclude each other");
+		return -1;
+	}
+	return 0;
+}
+
 int
 pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 						 char *err, size_t errlen)
@@ -134,37 +173,5 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 		snprintf(err, errlen, "unexpected argument \"%.64s\"", argv[optind]);
 		return -1;
 	}
-	if (!pce_valid_mode(opt->mode))
-	{
-		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock, cache_ext or off", opt->mode);
-		return -1;
-	}
-	if (path_option_refused("--bpffs-dir", opt->bpffs_dir, err, errlen))
-		return -1;
-	if (opt->cgroup && path_option_refused("--cgroup", opt->cgroup, err, errlen))
-		return -1;
-	if (opt->config_file && path_option_refused("--config-file", opt->config_file, err, errlen))
-		return -1;
-	if (opt->cluster_id && !pce_valid_cluster_id(opt->cluster_id))
-	{
-		snprintf(err, errlen, "invalid --cluster-id \"%.64s\": use 1 to %d of 0-9, a-z, '_' and '-'",
-				 opt->cluster_id, PCE_CLUSTER_ID_MAX);
-		return -1;
-	}
-	if (opt->datadir && opt->datadir[0] == '\0')
-	{
-		snprintf(err, errlen, "empty data directory");
-		return -1;
-	}
-	if (!opt->datadir && !opt->cluster_id)
-	{
-		snprintf(err, errlen, "no data directory given: use -D DATADIR (or --cluster-id)");
-		return -1;
-	}
-	if ((opt->check + opt->unload + opt->show) > 1)
-	{
-		snprintf(err, errlen, "--check, --unload and --show exclude each other");
-		return -1;
-	}
-	return 0;
+	return validate_options(opt, err, errlen);
 }
