@@ -12,9 +12,13 @@
  * not rewritten, so that what is checked is what is used.
  *
  * Plain C without libc, so that any side can include it (not BPF code).
+ * The default pin root lives here too, for the same reason.
  */
 #ifndef PCE_PATHS_H
 #define PCE_PATHS_H
+
+/* pg_cache_ext.bpffs_dir and the loader's --bpffs-dir when not set */
+#define PCE_DEFAULT_BPFFS_DIR	"/sys/fs/bpf/pg_cache_ext"
 
 /* room left below PATH_MAX (4096) for "/<cluster id>/<pin name>" */
 #define PCE_PATH_VALUE_MAX	4000

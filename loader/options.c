@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "options.h"
-#include "../bpf/pce_paths.h"
 
 bool
 pce_valid_cluster_id(const char *id)

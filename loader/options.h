@@ -9,7 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define PCE_DEFAULT_BPFFS_DIR	"/sys/fs/bpf/pg_cache_ext"
+#include "../bpf/pce_paths.h"	/* PCE_DEFAULT_BPFFS_DIR */
+
 #define PCE_CLUSTER_ID_MAX		31
 
 struct pce_loader_options
