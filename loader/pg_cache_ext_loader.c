@@ -480,7 +480,8 @@ show_counters(int stats_fd)
 		if (bpf_map_lookup_elem(stats_fd, &i, percpu) == 0)
 			for (int c = 0; c < ncpu; c++)
 				sum += percpu[c];
-		printf("stat %s %llu\n", stat_names[i], (unsigned long long) sum);
+		if (stat_names[i])		/* an unused counter has no name */
+			printf("stat %s %llu\n", stat_names[i], (unsigned long long) sum);
 	}
 	free(percpu);
 }
