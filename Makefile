@@ -87,8 +87,9 @@ ifneq ($(wildcard bpf/policy.bpf.c),)
 $(LOADER): bpf/policy.skel.h
 TEST_TOOLS += test/pce_policy_tool test/pce_mark_self
 endif
-test/pce_policy_tool: test/pce_policy_tool.c loader/policy.c loader/policy.h bpf/policy.skel.h bpf/pg_cache_ext.h
-	$(CC) $(LOADER_CFLAGS) -o $@ test/pce_policy_tool.c loader/policy.c $(LOADER_LIBS)
+POLICY_TOOL_SRCS = loader/policy.c loader/pins.c loader/safe_open.c
+test/pce_policy_tool: test/pce_policy_tool.c $(POLICY_TOOL_SRCS) loader/policy.h bpf/policy.skel.h bpf/pg_cache_ext.h
+	$(CC) $(LOADER_CFLAGS) -o $@ test/pce_policy_tool.c $(POLICY_TOOL_SRCS) $(LOADER_LIBS)
 test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 # --- end cache_ext policy ----------------------------------------------
@@ -131,8 +132,8 @@ fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_
 fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_options.c loader/options.c
 
-fuzz/fuzz_loader_config: fuzz/fuzz_loader_config.c loader/config.c loader/config.h
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_config.c loader/config.c
+fuzz/fuzz_loader_config: fuzz/fuzz_loader_config.c loader/config.c loader/config.h loader/safe_open.c
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_config.c loader/config.c loader/safe_open.c
 
 fuzzers: $(FUZZERS)
 .PHONY: fuzzers

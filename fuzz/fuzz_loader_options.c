@@ -4,16 +4,31 @@
  *		split at newlines into at most 16 arguments.
  *
  * Invariants: parsing terminates; whatever it accepts has a known mode,
- * absolute bpffs and cgroup paths without "..", and a cluster id that is
+ * paths in normal form (absolute, no "//", "." or ".." component, no
+ * trailing slash: the rule of bpf/pce_paths.h), and a cluster id that is
  * safe as a path component.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "options.h"
 
 #define MAX_ARGS 16
+
+/* The path rule restated independently: absolute, no "//", ".", ".." or trailing "/". */
+static int
+normal_abs_path(const char *p)
+{
+	size_t		len = strlen(p);
+	char		padded[8192];
+
+	if (p[0] != '/' || len < 2 || len >= 4000 || p[len - 1] == '/')
+		return 0;
+	snprintf(padded, sizeof(padded), "%s/", p);
+	return !strstr(padded, "//") && !strstr(padded, "/./") && !strstr(padded, "/../");
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -45,11 +60,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		if (!pce_valid_mode(opt.mode))
 			abort();
-		if (opt.config_file && (opt.config_file[0] != '/' || strstr(opt.config_file, "/../")))
+		if (opt.config_file && !normal_abs_path(opt.config_file))
 			abort();
-		if (opt.bpffs_dir[0] != '/' || strstr(opt.bpffs_dir, "/../"))
+		if (!normal_abs_path(opt.bpffs_dir))
 			abort();
-		if (opt.cgroup && opt.cgroup[0] != '/')
+		if (opt.cgroup && !normal_abs_path(opt.cgroup))
 			abort();
 		if (opt.cluster_id && (!pce_valid_cluster_id(opt.cluster_id) || strchr(opt.cluster_id, '/')))
 			abort();

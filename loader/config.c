@@ -9,8 +9,15 @@
  * or "name value", a value quoted with '...' ('' or \' for a quote) or a bare
  * word, '#' to the end of the line.  Later lines win, and
  * postgresql.auto.conf (ALTER SYSTEM) is read after postgresql.conf, as the
- * server does.  include directives are not followed: the loader says so,
- * and the settings can go on its command line instead.
+ * server does.  include, include_if_exists and include_dir are followed as
+ * the server follows them.
+ *
+ * The loader is root and these files are the postgres account's: each is
+ * opened as the cluster's owner (safe_open.c), never through a final
+ * symlink, never a FIFO or device, and read only if root or the cluster's
+ * owner owns it.  Each setting remembers whether its file is root's own
+ * (root-owned, not group- or other-writable): only such a file may name a
+ * path the loader acts on.  Errors never quote a value.
  *
  * Everything read here is outside input: the parser never reads past its
  * buffer, bounds every value, and is fuzzed (fuzz/fuzz_loader_config.c).
@@ -28,6 +35,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "safe_open.h"
 
 const char *const pce_conf_names[PCE_CONF__COUNT] = {
 	[PCE_CONF_MODE] = "pg_cache_ext.mode",
@@ -40,6 +48,65 @@ skip_blanks(const char *p, const char *end)
 {
 	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
 		p++;
+	return p;
+}
+
+/*
+ * The value of a line: a quoted one from just after its opening quote ('' or
+ * \' for a quote, \\ for a backslash), or a bare word.  Both copy into
+ * value (bounded, *n bytes) and return where the line goes on, or NULL with
+ * a reason.
+ */
+static const char *
+quoted_value(const char *p, const char *end, char *value, size_t valuelen, size_t *n, const char **why)
+{
+	*n = 0;
+	for (;;)
+	{
+		char		c;
+
+		if (p >= end)
+		{
+			*why = "unterminated quoted value";
+			return NULL;
+		}
+		c = *p++;
+		if (c == '\'')
+		{
+			if (p < end && *p == '\'')
+				p++;			/* '' is a quote */
+			else
+				return p;
+		}
+		else if (c == '\\' && p < end)
+			c = *p++;			/* \' and \\ */
+		if (*n + 1 >= valuelen)
+		{
+			*why = "value too long";
+			return NULL;
+		}
+		value[(*n)++] = c;
+	}
+}
+
+static const char *
+bare_value(const char *p, const char *end, char *value, size_t valuelen, size_t *n, const char **why)
+{
+	*n = 0;
+	while (p < end && *p != '#' && *p != ' ' && *p != '\t' && *p != '\r')
+	{
+		if (*n + 1 >= valuelen)
+		{
+			*why = "value too long";
+			return NULL;
+		}
+		value[(*n)++] = *p++;
+	}
+	if (*n == 0)
+	{
+		*why = "missing value";
+		return NULL;
+	}
 	return p;
 }
 
@@ -77,54 +144,10 @@ parse_line(const char *p, const char *end, char *name, size_t namelen,
 	if (p < end && *p == '=')
 		p = skip_blanks(p + 1, end);
 
-	n = 0;
-	if (p < end && *p == '\'')
-	{
-		p++;
-		for (;;)
-		{
-			char		c;
-
-			if (p >= end)
-			{
-				*why = "unterminated quoted value";
-				return -1;
-			}
-			c = *p++;
-			if (c == '\'')
-			{
-				if (p < end && *p == '\'')
-					p++;		/* '' is a quote */
-				else
-					break;
-			}
-			else if (c == '\\' && p < end)
-				c = *p++;		/* \' and \\ */
-			if (n + 1 >= valuelen)
-			{
-				*why = "value too long";
-				return -1;
-			}
-			value[n++] = c;
-		}
-	}
-	else
-	{
-		while (p < end && *p != '#' && *p != ' ' && *p != '\t' && *p != '\r')
-		{
-			if (n + 1 >= valuelen)
-			{
-				*why = "value too long";
-				return -1;
-			}
-			value[n++] = *p++;
-		}
-		if (n == 0)
-		{
-			*why = "missing value";
-			return -1;
-		}
-	}
+	p = (p < end && *p == '\'') ? quoted_value(p + 1, end, value, valuelen, &n, why)
+		: bare_value(p, end, value, valuelen, &n, why);
+	if (!p)
+		return -1;
 	value[n] = '\0';
 	p = skip_blanks(p, end);
 	if (p < end && *p != '#')
@@ -170,9 +193,7 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 		if (strcmp(name, "include") == 0 || strcmp(name, "include_if_exists") == 0 ||
 			strcmp(name, "include_dir") == 0)
 		{
-			if (!include)
-				conf->includes_skipped++;
-			else if (include(name, value, include_arg, err, errlen) != 0)
+			if (include && include(name, value, include_arg, err, errlen) != 0)
 				return -1;
 			continue;
 		}
@@ -181,6 +202,7 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 			if (strcmp(name, pce_conf_names[i]) != 0)
 				continue;
 			memcpy(conf->value[i], value, strlen(value) + 1);
+			conf->trusted[i] = conf->source_trusted;
 			snprintf(conf->where[i], sizeof(conf->where[i]), "%s line %d", source, lineno);
 		}
 	}
@@ -195,7 +217,7 @@ struct include_ctx
 	struct pce_loader_config *conf;
 };
 
-static int	read_file(const char *path, bool missing_ok, int depth,
+static int	read_file(int dirfd, const char *path, const char *shown, bool missing_ok, int depth,
 					  struct pce_loader_config *conf, char *err, size_t errlen);
 
 static int
@@ -204,51 +226,70 @@ name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* include_dir: the directory's *.conf files, not hidden ones, in name order */
+/* The *.conf names in d, not hidden ones, sorted; NULL with *n 0 if none. */
+static char **
+conf_names(DIR *d, size_t *n)
+{
+	struct dirent *de;
+	char	  **names = NULL;
+	size_t		cap = 0;
+
+	*n = 0;
+	while ((de = readdir(d)) != NULL)
+	{
+		size_t		len = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".conf") != 0)
+			continue;
+		if (*n == cap)
+		{
+			char	  **more = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof(char *));
+
+			if (!more)
+				break;
+			names = more;
+		}
+		if ((names[*n] = strdup(de->d_name)) != NULL)
+			(*n)++;
+	}
+	if (*n > 0)
+		qsort(names, *n, sizeof(char *), name_cmp);
+	return names;
+}
+
+/* include_dir: the directory's *.conf files, in name order, as the server reads them */
 static int
 read_dir(const char *dirpath, int depth, struct pce_loader_config *conf, char *err, size_t errlen)
 {
-	DIR		   *d = opendir(dirpath);
-	struct dirent *de;
-	char	  **names = NULL;
-	size_t		n = 0;
+	int			dfd = pce_openat2_as(conf->reader, AT_FDCWD, dirpath,
+									 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	DIR		   *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	char	  **names;
+	size_t		n;
 	int			rc = 0;
 
 	if (!d)
 	{
-		snprintf(err, errlen, "cannot open configuration directory \"%s\": %s", dirpath, strerror(errno));
+		snprintf(err, errlen, "cannot open configuration directory \"%s\": %s", dirpath,
+				 pce_open_error(errno));
+		if (dfd >= 0)
+			close(dfd);
 		return -1;
 	}
-	while ((de = readdir(d)) != NULL && n < 1024)
-	{
-		size_t		len = strlen(de->d_name);
-		char	  **more;
-
-		if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".conf") != 0)
-			continue;
-		more = realloc(names, (n + 1) * sizeof(char *));
-		if (!more)
-			break;
-		names = more;
-		names[n] = strdup(de->d_name);
-		if (names[n])
-			n++;
-	}
-	closedir(d);
-	if (n > 0)
-		qsort(names, n, sizeof(char *), name_cmp);
+	names = conf_names(d, &n);
 	for (size_t i = 0; i < n; i++)
 	{
-		char		path[PATH_MAX];
+		char		shown[PATH_MAX];
 
 		if (rc == 0)
 		{
-			snprintf(path, sizeof(path), "%s/%s", dirpath, names[i]);
-			rc = read_file(path, false, depth, conf, err, errlen);
+			snprintf(shown, sizeof(shown), "%s/%s", dirpath, names[i]);
+			rc = read_file(dirfd(d), names[i], shown, false, depth, conf, err, errlen);
 		}
 		free(names[i]);
 	}
 	free(names);
+	closedir(d);
 	return rc;
 }
 
@@ -260,7 +301,7 @@ follow_include(const char *directive, const char *value, void *arg, char *err, s
 
 	if (ctx->depth >= 10)
 	{
-		snprintf(err, errlen, "configuration includes nested more than 10 deep (at \"%.64s\")", value);
+		snprintf(err, errlen, "configuration includes nested more than 10 deep");
 		return -1;
 	}
 	if (value[0] == '/')
@@ -269,61 +310,91 @@ follow_include(const char *directive, const char *value, void *arg, char *err, s
 		snprintf(path, sizeof(path), "%s/%s", ctx->dir, value);
 	if (strcmp(directive, "include_dir") == 0)
 		return read_dir(path, ctx->depth + 1, ctx->conf, err, errlen);
-	return read_file(path, strcmp(directive, "include_if_exists") == 0, ctx->depth + 1,
-					 ctx->conf, err, errlen);
+	return read_file(AT_FDCWD, path, path, strcmp(directive, "include_if_exists") == 0,
+					 ctx->depth + 1, ctx->conf, err, errlen);
+}
+
+/*
+ * Open a configuration file as the cluster's owner, never through a final
+ * symlink, never blocking (a FIFO), and check what was opened: a regular
+ * file owned by root or the cluster's owner, not over the size limit.
+ * Returns the fd, -2 for a missing file that may be missing, or -1.
+ */
+static int
+open_conf_file(int dirfd, const char *path, const char *shown, bool missing_ok,
+			   struct pce_loader_config *conf, struct stat *st, char *err, size_t errlen)
+{
+	uid_t		owner = conf->reader ? conf->reader->uid : 0;
+	int			fd;
+
+	fd = pce_openat2_as(conf->reader, dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+						dirfd == AT_FDCWD ? 0 : PCE_RESOLVE_STRICT);
+	if (fd < 0)
+	{
+		if (missing_ok && errno == ENOENT)
+			return -2;
+		snprintf(err, errlen, "cannot read \"%s\": %s", shown, pce_open_error(errno));
+		return -1;
+	}
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
+		snprintf(err, errlen, "\"%s\" is not a regular file", shown);
+	else if (st->st_uid != 0 && st->st_uid != owner)
+		snprintf(err, errlen, "\"%s\" is owned by uid %u, neither root nor the cluster's owner: not read",
+				 shown, (unsigned) st->st_uid);
+	else if (st->st_size > PCE_CONF_FILE_MAX)
+		snprintf(err, errlen, "\"%s\" is larger than %d bytes", shown, PCE_CONF_FILE_MAX);
+	else
+		return fd;
+	close(fd);
+	return -1;
+}
+
+/* All of fd (at most PCE_CONF_FILE_MAX bytes), malloc'd; NULL on error. */
+static char *
+slurp(int fd, size_t *len, const char *shown, char *err, size_t errlen)
+{
+	char	   *text = malloc(PCE_CONF_FILE_MAX + 1);
+	ssize_t		n = 0;
+
+	*len = 0;
+	if (!text)
+	{
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	while (*len <= PCE_CONF_FILE_MAX && (n = read(fd, text + *len, PCE_CONF_FILE_MAX + 1 - *len)) > 0)
+		*len += (size_t) n;
+	if (n < 0 || *len > PCE_CONF_FILE_MAX)
+	{
+		snprintf(err, errlen, n < 0 ? "cannot read \"%s\"" : "\"%s\" is larger than %d bytes",
+				 shown, PCE_CONF_FILE_MAX);
+		free(text);
+		return NULL;
+	}
+	return text;
 }
 
 static int
-read_file(const char *path, bool missing_ok, int depth, struct pce_loader_config *conf,
-		  char *err, size_t errlen)
+read_file(int dirfd, const char *path, const char *shown, bool missing_ok, int depth,
+		  struct pce_loader_config *conf, char *err, size_t errlen)
 {
 	struct include_ctx ctx;
 	struct stat st;
-	FILE	   *f;
+	bool		outer_trusted = conf->source_trusted;
 	char	   *slash;
 	char	   *text;
 	size_t		len;
 	int			fd;
 	int			rc;
 
-	/* O_NONBLOCK: a FIFO named by an include must not hang a root program */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = open_conf_file(dirfd, path, shown, missing_ok, conf, &st, err, errlen);
 	if (fd < 0)
-	{
-		if (missing_ok && errno == ENOENT)
-			return 0;
-		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-	{
-		close(fd);
-		snprintf(err, errlen, "\"%s\" is not a regular file", path);
-		return -1;
-	}
-	f = fdopen(fd, "r");
-	if (!f)
-	{
-		close(fd);
-		snprintf(err, errlen, "cannot read \"%s\": %s", path, strerror(errno));
-		return -1;
-	}
-	text = malloc(PCE_CONF_FILE_MAX + 1);
+		return fd == -2 ? 0 : -1;
+	text = slurp(fd, &len, shown, err, errlen);
+	close(fd);
 	if (!text)
-	{
-		fclose(f);
-		snprintf(err, errlen, "out of memory");
 		return -1;
-	}
-	len = fread(text, 1, PCE_CONF_FILE_MAX + 1, f);
-	fclose(f);
-	if (len > PCE_CONF_FILE_MAX)
-	{
-		free(text);
-		snprintf(err, errlen, "\"%s\" is larger than %d bytes", path, PCE_CONF_FILE_MAX);
-		return -1;
-	}
-	snprintf(ctx.dir, sizeof(ctx.dir), "%s", path);
+	snprintf(ctx.dir, sizeof(ctx.dir), "%s", shown);
 	slash = strrchr(ctx.dir, '/');
 	if (slash)
 		*slash = '\0';
@@ -331,14 +402,17 @@ read_file(const char *path, bool missing_ok, int depth, struct pce_loader_config
 		snprintf(ctx.dir, sizeof(ctx.dir), ".");
 	ctx.depth = depth;
 	ctx.conf = conf;
-	rc = pce_parse_config_text(text, len, path, conf, follow_include, &ctx, err, errlen);
+	/* only root may choose the paths the root loader acts on */
+	conf->source_trusted = st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+	rc = pce_parse_config_text(text, len, shown, conf, follow_include, &ctx, err, errlen);
+	conf->source_trusted = outer_trusted;
 	free(text);
 	return rc;
 }
 
 int
-pce_read_config_file(const char *path, bool missing_ok, struct pce_loader_config *conf,
-					 char *err, size_t errlen)
+pce_read_config_file(int dirfd, const char *path, const char *shown, bool missing_ok,
+					 struct pce_loader_config *conf, char *err, size_t errlen)
 {
-	return read_file(path, missing_ok, 0, conf, err, errlen);
+	return read_file(dirfd, path, shown, missing_ok, 0, conf, err, errlen);
 }

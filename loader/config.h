@@ -7,8 +7,11 @@
 #ifndef PCE_LOADER_CONFIG_H
 #define PCE_LOADER_CONFIG_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "safe_open.h"
 
 #define PCE_CONF_VALUE_MAX	1024
 #define PCE_CONF_FILE_MAX	(4 * 1024 * 1024)
@@ -27,8 +30,10 @@ extern const char *const pce_conf_names[PCE_CONF__COUNT];
 struct pce_loader_config
 {
 	char		value[PCE_CONF__COUNT][PCE_CONF_VALUE_MAX];	/* "" when not set */
-	char		where[PCE_CONF__COUNT][128];	/* "FILE line N" of the last setting */
-	int			includes_skipped;	/* parsed without an include function */
+	char		where[PCE_CONF__COUNT][PATH_MAX + 32];	/* "FILE line N" of the last setting */
+	bool		trusted[PCE_CONF__COUNT];	/* it came from a file only root can write */
+	const struct pce_reader *reader;	/* whose rights files are opened with; NULL: ours */
+	bool		source_trusted; /* (while reading) the current file is root's own */
 };
 
 /*
@@ -41,18 +46,20 @@ typedef int (*pce_include_fn) (const char *directive, const char *value, void *a
 /*
  * Parse configuration text (len bytes, not necessarily NUL-terminated) into
  * *conf; later settings override earlier ones.  Includes go to include, or
- * are counted in conf->includes_skipped when it is NULL.  Returns 0, or -1
- * with a one-line reason naming source and line in err.
+ * are ignored when it is NULL.  Returns 0, or -1 with a one-line reason
+ * naming source and line in err (never a value).
  */
 extern int	pce_parse_config_text(const char *text, size_t len, const char *source,
 								  struct pce_loader_config *conf, pce_include_fn include,
 								  void *include_arg, char *err, size_t errlen);
 
 /*
- * The same for a file, following its includes; a missing file is not an
- * error when missing_ok.
+ * The same for the file path relative to dirfd (AT_FDCWD: an absolute path,
+ * else no symlink and nothing outside dirfd), shown as shown in messages,
+ * following its includes, opened with conf->reader's rights; a missing file
+ * is not an error when missing_ok.
  */
-extern int	pce_read_config_file(const char *path, bool missing_ok,
+extern int	pce_read_config_file(int dirfd, const char *path, const char *shown, bool missing_ok,
 								 struct pce_loader_config *conf, char *err, size_t errlen);
 
 #endif

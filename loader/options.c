@@ -4,7 +4,8 @@
  *
  * Everything here is outside input that ends up in paths below bpffs, so
  * it is checked strictly: the cluster id may hold only [0-9a-z_-], paths
- * must be absolute and bounded, and the mode must be one we know.
+ * must follow the shared rule of bpf/pce_paths.h (absolute, normal form,
+ * bounded), and the mode must be one we know.
  */
 #include <getopt.h>
 #include <limits.h>
@@ -26,11 +27,10 @@ pce_valid_cluster_id(const char *id)
 	return true;
 }
 
-bool
-pce_valid_abs_path(const char *path)
+const char *
+pce_path_option_problem(const char *path)
 {
-	return path[0] == '/' && strlen(path) < PATH_MAX - 64 && strstr(path, "/../") == NULL &&
-		strcmp(path + strlen(path) - (strlen(path) >= 3 ? 3 : 0), "/..") != 0;
+	return pce_path_problem(path);
 }
 
 bool
@@ -38,6 +38,57 @@ pce_valid_mode(const char *mode)
 {
 	return strcmp(mode, "auto") == 0 || strcmp(mode, "stock") == 0 ||
 		strcmp(mode, "cache_ext") == 0 || strcmp(mode, "off") == 0;
+}
+
+/* A path option that breaks the shared rule (bpf/pce_paths.h): say which and why. */
+static bool
+path_option_refused(const char *option, const char *value, char *err, size_t errlen)
+{
+	const char *why = pce_path_problem(value);
+
+	if (why)
+		snprintf(err, errlen, "invalid %s \"%.64s\": %s (use the plain absolute path)",
+				 option, value, why);
+	return why != NULL;
+}
+
+/* The parsed options, checked together; 0, or -1 with one line in err. */
+static int
+validate_options(const struct pce_loader_options *opt, char *err, size_t errlen)
+{
+	if (!pce_valid_mode(opt->mode))
+	{
+		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock, cache_ext or off", opt->mode);
+		return -1;
+	}
+	if (path_option_refused("--bpffs-dir", opt->bpffs_dir, err, errlen))
+		return -1;
+	if (opt->cgroup && path_option_refused("--cgroup", opt->cgroup, err, errlen))
+		return -1;
+	if (opt->config_file && path_option_refused("--config-file", opt->config_file, err, errlen))
+		return -1;
+	if (opt->cluster_id && !pce_valid_cluster_id(opt->cluster_id))
+	{
+		snprintf(err, errlen, "invalid --cluster-id \"%.64s\": use 1 to %d of 0-9, a-z, '_' and '-'",
+				 opt->cluster_id, PCE_CLUSTER_ID_MAX);
+		return -1;
+	}
+	if (opt->datadir && opt->datadir[0] == '\0')
+	{
+		snprintf(err, errlen, "empty data directory");
+		return -1;
+	}
+	if (!opt->datadir && !opt->cluster_id)
+	{
+		snprintf(err, errlen, "no data directory given: use -D DATADIR (or --cluster-id)");
+		return -1;
+	}
+	if ((opt->check + opt->unload + opt->show) > 1)
+	{
+		snprintf(err, errlen, "--check, --unload and --show exclude each other");
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -121,49 +172,5 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 		snprintf(err, errlen, "unexpected argument \"%.64s\"", argv[optind]);
 		return -1;
 	}
-	if (!pce_valid_mode(opt->mode))
-	{
-		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock, cache_ext or off", opt->mode);
-		return -1;
-	}
-	if (!pce_valid_abs_path(opt->bpffs_dir))
-	{
-		snprintf(err, errlen, "invalid --bpffs-dir \"%.64s\": must be an absolute path without \"..\"",
-				 opt->bpffs_dir);
-		return -1;
-	}
-	if (opt->cgroup && !pce_valid_abs_path(opt->cgroup))
-	{
-		snprintf(err, errlen, "invalid --cgroup \"%.64s\": must be an absolute path without \"..\"",
-				 opt->cgroup);
-		return -1;
-	}
-	if (opt->config_file && !pce_valid_abs_path(opt->config_file))
-	{
-		snprintf(err, errlen, "invalid --config-file \"%.64s\": must be an absolute path without \"..\"",
-				 opt->config_file);
-		return -1;
-	}
-	if (opt->cluster_id && !pce_valid_cluster_id(opt->cluster_id))
-	{
-		snprintf(err, errlen, "invalid --cluster-id \"%.64s\": use 1 to %d of 0-9, a-z, '_' and '-'",
-				 opt->cluster_id, PCE_CLUSTER_ID_MAX);
-		return -1;
-	}
-	if (opt->datadir && opt->datadir[0] == '\0')
-	{
-		snprintf(err, errlen, "empty data directory");
-		return -1;
-	}
-	if (!opt->datadir && !opt->cluster_id)
-	{
-		snprintf(err, errlen, "no data directory given: use -D DATADIR (or --cluster-id)");
-		return -1;
-	}
-	if ((opt->check + opt->unload + opt->show) > 1)
-	{
-		snprintf(err, errlen, "--check, --unload and --show exclude each other");
-		return -1;
-	}
-	return 0;
+	return validate_options(opt, err, errlen);
 }

@@ -9,7 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define PCE_DEFAULT_BPFFS_DIR	"/sys/fs/bpf/pg_cache_ext"
+#include "../bpf/pce_paths.h"	/* PCE_DEFAULT_BPFFS_DIR */
+
 #define PCE_CLUSTER_ID_MAX		31
 
 struct pce_loader_options
@@ -18,7 +19,7 @@ struct pce_loader_options
 	const char *cluster_id;
 	const char *bpffs_dir;
 	const char *group;
-	const char *mode;			/* auto, stock, cache_ext */
+	const char *mode;			/* auto, stock, cache_ext, off */
 	const char *cgroup;
 	const char *config_file;	/* default: DATADIR/postgresql.conf */
 	bool		mode_given;		/* --mode / --bpffs-dir on the command line, */
@@ -40,8 +41,12 @@ extern int	pce_parse_loader_options(int argc, char **argv, struct pce_loader_opt
 /* Is this a valid --cluster-id?  (digits, a-z, '_' and '-', 1..31 chars) */
 extern bool pce_valid_cluster_id(const char *id);
 
-/* Is this an absolute path, of bounded length, without ".."? */
-extern bool pce_valid_abs_path(const char *path);
+/*
+ * NULL when path follows the one path rule of bpf/pce_paths.h (absolute,
+ * normal form, bounded), else why not; for config.c and the fuzzer, which
+ * do not see bpf/.
+ */
+extern const char *pce_path_option_problem(const char *path);
 
 /* Is this a mode the loader knows?  ("off" is one: the loader loads anyway) */
 extern bool pce_valid_mode(const char *mode);

@@ -15,7 +15,14 @@
  *	policy_link								struct_ops link (cache_ext mechanism)
  *
  * Pins are group "postgres" (or --group), mode 0660, so the unprivileged
- * server can open and update the maps; the directory is mode 0750.
+ * server can open and update the maps; the directory is mode 0750, the pin
+ * root root's own, mode 0711.
+ *
+ * The loader is root; what it reads is the postgres account's.  So (see
+ * pins.c, safe_open.c, config.c) it follows no symlink to its directories
+ * and acts on them by fd, reads the cluster's files with the cluster
+ * owner's rights, takes paths only from the command line or from files
+ * only root can write, and runs one at a time (a lock on the pin root).
  *
  * Maps are pinned by name, so a second run reuses them (marks and counters
  * survive); programs and links are replaced: the new link is pinned under a
@@ -50,12 +57,16 @@
 #include "config.h"
 #include "options.h"
 #include "policy.h"
+#include "pins.h"
+#include "safe_open.h"
+#include "pce_paths.h"
 
 static struct pce_loader_options opt;
 
 static char cluster_id[32];
-static char pin_dir[PATH_MAX];
-static gid_t pin_gid;
+static struct pce_pins pins;
+static int	datadir_fd = -1;
+static struct pce_reader cluster_owner;	/* owner of -D: whose rights its files are read with */
 
 static void
 fail(const char *fmt,...)
@@ -120,60 +131,94 @@ usage(void)
 static struct pce_loader_config cluster_conf;
 
 /*
+ * Open -D (root's own argument, so followed as given) and take its owner as
+ * the account whose rights bound what is read from the cluster's files.
+ */
+static void
+open_datadir(void)
+{
+	datadir_fd = open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (datadir_fd < 0)
+		fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
+			 opt.datadir, strerror(errno));
+	if (pce_reader_from_owner(datadir_fd, &cluster_owner) != 0)
+		fail("cannot stat \"%s\": %s", opt.datadir, strerror(errno));
+	if (cluster_owner.uid == 0)
+		fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
+			 opt.datadir);
+}
+
+/*
+ * A path setting from the configuration files, if the command line gave
+ * none: only from a file only root can write (the loader acts as root on
+ * it), and in the normal form of the shared rule.  Errors name the setting
+ * and the file, never the value.
+ */
+static void
+take_path_setting(enum pce_conf_setting i, const char *option, const char **target)
+{
+	const char *v = cluster_conf.value[i];
+	const char *problem;
+
+	if (!v[0])
+		return;
+	if (!cluster_conf.trusted[i])
+		fail("%s: %s is set in a file root does not own (or others may write): the root loader "
+			 "takes no path from it; give %s on the command line instead",
+			 cluster_conf.where[i], pce_conf_names[i], option);
+	problem = pce_path_problem(v);
+	if (problem)
+		fail("%s: invalid %s: %s (use the plain absolute path)", cluster_conf.where[i], pce_conf_names[i], problem);
+	*target = v;
+}
+
+/*
  * Take pg_cache_ext.mode, .bpffs_dir and .cgroup from the server's
  * configuration files, so that they are set in one place; options given on
- * the command line win.  Values are checked as strictly as the options.
+ * the command line win.  The data directory's files are opened below its
+ * fd, following no symlink; all as the cluster's owner (config.c).
  */
 static void
 apply_cluster_config(void)
 {
-	static char conf_path[PATH_MAX];
-	static char auto_path[PATH_MAX];
 	char		why[PATH_MAX + 256];
-	const char *v;
+	char		shown[PATH_MAX];
+	char		auto_shown[PATH_MAX];
 
 	if (!opt.datadir)
 		return;					/* --cluster-id alone: nothing to read */
-	snprintf(auto_path, sizeof(auto_path), "%s/postgresql.auto.conf", opt.datadir);
-	if (opt.config_file)
-		snprintf(conf_path, sizeof(conf_path), "%s", opt.config_file);
-	else
-		snprintf(conf_path, sizeof(conf_path), "%s/postgresql.conf", opt.datadir);
-	if (pce_read_config_file(conf_path, opt.config_file == NULL, &cluster_conf, why, sizeof(why)) != 0 ||
-		pce_read_config_file(auto_path, true, &cluster_conf, why, sizeof(why)) != 0)
+	open_datadir();
+	cluster_conf.reader = &cluster_owner;
+	snprintf(shown, sizeof(shown), "%s/postgresql.conf", opt.datadir);
+	snprintf(auto_shown, sizeof(auto_shown), "%s/postgresql.auto.conf", opt.datadir);
+	if ((opt.config_file ?
+		 pce_read_config_file(AT_FDCWD, opt.config_file, opt.config_file, false, &cluster_conf, why, sizeof(why)) :
+		 pce_read_config_file(datadir_fd, "postgresql.conf", shown, true, &cluster_conf, why, sizeof(why))) != 0 ||
+		pce_read_config_file(datadir_fd, "postgresql.auto.conf", auto_shown, true, &cluster_conf, why, sizeof(why)) != 0)
 		fail("%s", why);
 
-	v = cluster_conf.value[PCE_CONF_MODE];
-	if (v[0] && !opt.mode_given)
+	if (cluster_conf.value[PCE_CONF_MODE][0] && !opt.mode_given)
 	{
-		if (!pce_valid_mode(v))
-			fail("%s: invalid pg_cache_ext.mode \"%.64s\": use auto, stock, cache_ext or off",
-				 cluster_conf.where[PCE_CONF_MODE], v);
-		opt.mode = v;
+		if (!pce_valid_mode(cluster_conf.value[PCE_CONF_MODE]))
+			fail("%s: invalid pg_cache_ext.mode: use auto, stock, cache_ext or off",
+				 cluster_conf.where[PCE_CONF_MODE]);
+		opt.mode = cluster_conf.value[PCE_CONF_MODE];
 	}
-	v = cluster_conf.value[PCE_CONF_BPFFS_DIR];
-	if (v[0] && !opt.bpffs_dir_given)
-	{
-		if (!pce_valid_abs_path(v))
-			fail("%s: invalid pg_cache_ext.bpffs_dir \"%.64s\": must be an absolute path without \"..\"",
-				 cluster_conf.where[PCE_CONF_BPFFS_DIR], v);
-		opt.bpffs_dir = v;
-	}
-	v = cluster_conf.value[PCE_CONF_CGROUP];
-	if (v[0] && !opt.cgroup)
-	{
-		if (!pce_valid_abs_path(v))
-			fail("%s: invalid pg_cache_ext.cgroup \"%.64s\": must be an absolute path without \"..\"",
-				 cluster_conf.where[PCE_CONF_CGROUP], v);
-		opt.cgroup = v;
-	}
+	if (!opt.bpffs_dir_given)
+		take_path_setting(PCE_CONF_BPFFS_DIR, "--bpffs-dir", &opt.bpffs_dir);
+	if (!opt.cgroup)
+		take_path_setting(PCE_CONF_CGROUP, "--cgroup", &opt.cgroup);
 }
 
-/* The cluster id: the system identifier at the start of global/pg_control. */
+/*
+ * The cluster id: the system identifier at the start of global/pg_control,
+ * opened below -D without following a symlink, as the cluster's owner, and
+ * only if that owner owns it: its bytes are printed.
+ */
 static void
 resolve_cluster_id(void)
 {
-	char		path[PATH_MAX];
+	struct stat st;
 	uint64_t	sysid;
 	int			fd;
 
@@ -183,106 +228,55 @@ resolve_cluster_id(void)
 		snprintf(cluster_id, sizeof(cluster_id), "%s", opt.cluster_id);
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/global/pg_control", opt.datadir);
-	fd = open(path, O_RDONLY);
+	fd = pce_openat2_as(&cluster_owner, datadir_fd, "global/pg_control", O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+						PCE_RESOLVE_STRICT);
 	if (fd < 0)
-		fail("cannot open \"%s\": %s (is -D a PostgreSQL data directory?)", path, strerror(errno));
+		fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
+			 opt.datadir, pce_open_error(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != cluster_owner.uid)
+		fail("\"%s/global/pg_control\" is not a regular file of the data directory's owner: not read",
+			 opt.datadir);
 	if (read(fd, &sysid, sizeof(sysid)) != sizeof(sysid))
-		fail("cannot read the system identifier from \"%s\"", path);
+		fail("cannot read the system identifier from \"%s/global/pg_control\"", opt.datadir);
 	close(fd);
 	snprintf(cluster_id, sizeof(cluster_id), "%llu", (unsigned long long) sysid);
-}
-
-/* Is the parent of the pin root a mounted bpffs? */
-static bool
-bpffs_mounted(const char *dir, char *why, size_t whylen)
-{
-	char		parent[PATH_MAX];
-	struct statfs st;
-	char	   *slash;
-
-	snprintf(parent, sizeof(parent), "%s", dir);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent)
-		*slash = '\0';
-	if (statfs(parent, &st) != 0)
-	{
-		snprintf(why, whylen, "%s: %s", parent, strerror(errno));
-		return false;
-	}
-	if (st.f_type != BPF_FS_MAGIC)
-	{
-		snprintf(why, whylen, "%s is not a bpffs mount (mount -t bpf bpf %s)", parent, parent);
-		return false;
-	}
-	return true;
-}
-
-static void
-make_dir(const char *path, mode_t mode, gid_t gid)
-{
-	if (mkdir(path, mode) != 0 && errno != EEXIST)
-		fail("cannot create \"%s\": %s", path, strerror(errno));
-	if (chown(path, 0, gid) != 0 || chmod(path, mode) != 0)
-		fail("cannot set owner/mode of \"%s\": %s", path, strerror(errno));
 }
 
 /* Give every pin in the cluster's directory group access, nothing more. */
 static void
 fix_pin_permissions(void)
 {
-	DIR		   *d = opendir(pin_dir);
-	struct dirent *de;
-	char		path[PATH_MAX];
+	char		why[PATH_MAX + 256];
 
-	if (!d)
-		fail("cannot open \"%s\": %s", pin_dir, strerror(errno));
-	while ((de = readdir(d)) != NULL)
-	{
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", pin_dir, de->d_name);
-		if (chown(path, 0, pin_gid) != 0 || chmod(path, 0660) != 0)
-			fail("cannot set owner/mode of \"%s\": %s", path, strerror(errno));
-	}
-	closedir(d);
-}
-
-static bool
-pin_exists(const char *name)
-{
-	char		path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
-	return access(path, F_OK) == 0;
+	if (pce_pins_give_to_group(&pins, why, sizeof(why)) != 0)
+		fail("%s", why);
 }
 
 /* Pin a link under a temporary name, then rename it over the old one. */
 static void
 pin_link_replacing(struct bpf_link *link, const char *name)
 {
-	char		path[PATH_MAX];
+	char		tmp_name[128];
 	char		tmp[PATH_MAX];
+	char		why[PATH_MAX + 256];
 	int			err;
 
-	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
-	snprintf(tmp, sizeof(tmp), "%s/%s_new", pin_dir, name);
-	unlink(tmp);
-	err = bpf_link__pin(link, tmp);
+	snprintf(tmp_name, sizeof(tmp_name), "%s_new", name);
+	unlinkat(pins.dir_fd, tmp_name, 0);
+	err = bpf_link__pin(link, pce_pin_path(&pins, tmp_name, tmp, sizeof(tmp)));
 	if (err)
-		fail("cannot pin link \"%s\": %s", tmp, strerror(-err));
-	if (rename(tmp, path) != 0)
-		fail("cannot rename \"%s\" to \"%s\": %s", tmp, path, strerror(errno));
+		fail("cannot pin link \"%s/%s\": %s", pins.shown, tmp_name, strerror(-err));
+	if (pce_pin_give_to_group(pins.dir_fd, tmp_name, pins.gid, why, sizeof(why)) != 0)
+		fail("%s", why);
+	if (renameat(pins.dir_fd, tmp_name, pins.dir_fd, name) != 0)
+		fail("cannot rename \"%s/%s\" to \"%s\": %s", pins.shown, tmp_name, name, strerror(errno));
 }
 
 static void
 unpin(const char *name)
 {
-	char		path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
-	if (unlink(path) != 0 && errno != ENOENT)
-		fail("cannot remove \"%s\": %s", path, strerror(errno));
+	if (unlinkat(pins.dir_fd, name, 0) != 0 && errno != ENOENT)
+		fail("cannot remove \"%s/%s\": %s", pins.shown, name, strerror(errno));
 }
 
 static void
@@ -353,7 +347,7 @@ static char promotion_missing[160];
 static struct tracker_bpf *
 load_tracker(void)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pin_dir);
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins.via_fd);
 	struct tracker_bpf *skel;
 	struct bpf_link *add_link;
 	struct bpf_link *remove_link;
@@ -442,61 +436,76 @@ own_cgroup_v2(void)
 static void
 do_unload(void)
 {
-	char		why[256];
-	DIR		   *d;
-	struct dirent *de;
+	char		why[PATH_MAX + 256];
 
-	if (access(pin_dir, F_OK) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_REMOVE, 0, &pins, why, sizeof(why)) != 0)
+		fail("%s", why);
+	if (pins.dir_fd < 0)
 	{
-		info("nothing to unload: %s does not exist", pin_dir);
+		info("nothing to unload: %s does not exist", pins.shown);
 		return;
 	}
-	if (pin_exists(PCE_PIN_POLICY_LINK) && pce_detach_policy(pin_dir, why, sizeof(why)) != 0)
+	if (pce_pin_exists(&pins, PCE_PIN_POLICY_LINK) && pce_detach_policy(&pins, why, sizeof(why)) != 0)
 		fail("cannot detach the cache_ext policy: %s", why);
 	/* the tracker's links first, so its programs stop before their maps go */
 	unpin_tracker_links();
-	d = opendir(pin_dir);
-	while (d && (de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			unpin(de->d_name);
-	if (d)
-		closedir(d);
-	if (rmdir(pin_dir) != 0)
-		fail("cannot remove \"%s\": %s", pin_dir, strerror(errno));
-	info("unloaded: removed %s", pin_dir);
+	if (pce_pins_remove_all(&pins, cluster_id, why, sizeof(why)) != 0)
+		fail("%s", why);
+	info("unloaded: removed %s", pins.shown);
 }
 
 static int
 open_pin(const char *name)
 {
 	char		path[PATH_MAX];
-	int			fd;
+	int			fd = bpf_obj_get(pce_pin_path(&pins, name, path, sizeof(path)));
 
-	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
-	fd = bpf_obj_get(path);
 	if (fd < 0)
-		fail("cannot open \"%s\": %s", path, strerror(errno));
+		fail("cannot open \"%s/%s\": %s", pins.shown, name, strerror(errno));
 	return fd;
+}
+
+static void
+show_counters(int stats_fd)
+{
+	static const char *const stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
+	int			ncpu = libbpf_num_possible_cpus();
+	__u64	   *percpu = calloc(ncpu > 0 ? ncpu : 1, sizeof(__u64));
+
+	for (__u32 i = 0; percpu && i < PCE_STAT__COUNT; i++)
+	{
+		__u64		sum = 0;
+
+		if (bpf_map_lookup_elem(stats_fd, &i, percpu) == 0)
+			for (int c = 0; c < ncpu; c++)
+				sum += percpu[c];
+		if (stat_names[i])		/* an unused counter has no name */
+			printf("stat %s %llu\n", stat_names[i], (unsigned long long) sum);
+	}
+	free(percpu);
 }
 
 /* --show: the marked PIDs and the counters, for people and tests. */
 static void
 do_show(void)
 {
-	int			pids_fd = open_pin(PCE_PIN_SCAN_PIDS);
-	int			stats_fd = open_pin(PCE_PIN_STATS);
-	int			info_fd = open_pin(PCE_PIN_LOADER_INFO);
-	int			knobs_fd = open_pin(PCE_PIN_KNOBS);
+	char		why[PATH_MAX + 256];
+	int			pids_fd, stats_fd, info_fd, knobs_fd;
 	struct pce_knobs k;
-	int			ncpu = libbpf_num_possible_cpus();
 	__u32		key,
 				next,
 			   *prev = NULL;
 	struct pce_scan_mark mark;
 	struct pce_loader_info li;
-	__u64	   *percpu = calloc(ncpu, sizeof(__u64));
-	static const char *const stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
+		fail("%s", why);
+	if (pins.dir_fd < 0)
+		fail("cannot open \"%s\": %s", pins.shown, strerror(ENOENT));
+	pids_fd = open_pin(PCE_PIN_SCAN_PIDS);
+	stats_fd = open_pin(PCE_PIN_STATS);
+	info_fd = open_pin(PCE_PIN_LOADER_INFO);
+	knobs_fd = open_pin(PCE_PIN_KNOBS);
 	key = 0;
 	if (bpf_map_lookup_elem(knobs_fd, &key, &k) == 0)
 		printf("knobs tracking %u promote_on_access %u scan_min_percent %u\n",
@@ -512,30 +521,179 @@ do_show(void)
 		key = next;
 		prev = &key;
 	}
-	for (__u32 i = 0; i < PCE_STAT__COUNT; i++)
-	{
-		__u64		sum = 0;
+	show_counters(stats_fd);
+}
 
-		if (bpf_map_lookup_elem(stats_fd, &i, percpu) == 0)
-			for (int c = 0; c < ncpu; c++)
-				sum += percpu[c];
-		if (stat_names[i])		/* an unused counter has no name */
-			printf("stat %s %llu\n", stat_names[i], (unsigned long long) sum);
+/* What this run will do, decided before anything changes. */
+struct plan
+{
+	bool		has_cache_ext;
+	bool		want_cache_ext;
+	char		has_why[256];
+	const char *cgroup;			/* as asked for (or found), NULL if none */
+	int			cgroup_fd;		/* opened once, -1 if none */
+	char		cgroup_name[PATH_MAX];	/* what the kernel calls the opened cgroup */
+	char		cgroup_why[PATH_MAX + 256];	/* why it could not be opened */
+};
+
+static void
+decide(struct plan *pl)
+{
+	memset(pl, 0, sizeof(*pl));
+	pl->cgroup_fd = -1;
+	pl->has_cache_ext = pce_kernel_has_cache_ext(pl->has_why, sizeof(pl->has_why));
+	/* mode off is the server's switch, at reload: load as for auto */
+	pl->want_cache_ext = strcmp(opt.mode, "cache_ext") == 0 ||
+		(strcmp(opt.mode, "stock") != 0 && pl->has_cache_ext);
+	if (!pl->want_cache_ext)
+		return;
+	pl->cgroup = opt.cgroup ? opt.cgroup : own_cgroup_v2();
+	if (!pl->cgroup)
+		snprintf(pl->cgroup_why, sizeof(pl->cgroup_why), "no cgroup v2 directory found (cgroup v1 only?)");
+	else
+		pl->cgroup_fd = pce_open_cgroup(pl->cgroup, pl->cgroup_name, sizeof(pl->cgroup_name),
+										pl->cgroup_why, sizeof(pl->cgroup_why));
+	if (pl->cgroup_fd < 0 && opt.cgroup)
+		fail("%s", pl->cgroup_why);	/* asked for by name: never another one */
+}
+
+static void
+do_check(const struct plan *pl)
+{
+	struct utsname u;
+	char		why[PATH_MAX + 256];
+
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
+		fail("%s", why);
+	uname(&u);
+	printf("kernel:            %s\n", u.release);
+	printf("cache_ext:         %s (%s)\n", pl->has_cache_ext ? "yes" : "no", pl->has_why);
+	printf("bpffs:             mounted\n");
+	printf("cluster id:        %s\n", cluster_id);
+	printf("pin directory:     %s (%s)\n", pins.shown,
+		   pins.dir_fd >= 0 ? "exists, maps would be reused" : "would be created");
+	for (int i = 0; i < PCE_CONF__COUNT; i++)
+		if (cluster_conf.where[i][0])
+			printf("configuration:     %s = '%s' (%s)\n", pce_conf_names[i],
+				   cluster_conf.value[i], cluster_conf.where[i]);
+	printf("mode:              %s%s\n", opt.mode, opt.mode_given ? " (command line)" : "");
+	printf("would load:        %s\n", pl->want_cache_ext ? "cache_ext policy" : "stock-kernel tracker");
+	if (pl->want_cache_ext)
+		printf("cgroup:            %s\n", pl->cgroup_fd >= 0 ? pl->cgroup_name : pl->cgroup_why);
+	printf("running as root:   %s\n", geteuid() == 0 ? "yes" : "no (required to load)");
+}
+
+/*
+ * A rerun in cache_ext mode on the cgroup the policy already serves: keep
+ * it (lists and pages untouched).  Returns true when kept; detaches it when
+ * it must move.
+ */
+static bool
+keep_attached_policy(struct tracker_bpf *tracker, const struct plan *pl)
+{
+	struct pce_loader_info old = {0};
+	char		why[512];
+
+	if (!pl->want_cache_ext || pl->cgroup_fd < 0 || !pce_pin_exists(&pins, PCE_PIN_POLICY_LINK))
+		return false;
+	if (read_loader_info(bpf_map__fd(tracker->maps.loader_info), &old) &&
+		old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, pl->cgroup_name) == 0)
+	{
+		unpin_tracker_links();
+		write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT, pl->has_cache_ext,
+						  pl->cgroup_name, old.reason);
+		fix_pin_permissions();
+		info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
+			 cluster_id, pl->cgroup_name);
+		return true;
 	}
-	free(percpu);
+	if (pce_detach_policy(&pins, why, sizeof(why)) != 0)
+		fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, pl->cgroup_name, why);
+	return false;
+}
+
+/* cache_ext wanted: attach the policy, or say why the tracker stays. */
+static enum pce_mechanism
+install_policy(struct tracker_bpf *tracker, const struct plan *pl, char *reason, size_t reasonlen)
+{
+	char		why[PATH_MAX + 256];
+
+	snprintf(why, sizeof(why), "%s", pl->cgroup_why);
+	if (pl->cgroup_fd >= 0 &&
+		pce_attach_policy(&pins, pl->cgroup_fd, pl->cgroup_name, why, sizeof(why)) == 0)
+	{
+		unpin_tracker_links();
+		snprintf(reason, reasonlen, "cache_ext policy attached to %s", pl->cgroup_name);
+		return PCE_MECH_CACHE_EXT;
+	}
+	if (strcmp(opt.mode, "cache_ext") == 0)
+	{
+		/* explicit request: leave the tracker in place, report failure */
+		write_loader_info(tracker->maps.loader_info, PCE_MECH_STOCK, pl->has_cache_ext, NULL, why);
+		fix_pin_permissions();
+		fail("cannot attach the cache_ext policy: %s (the stock-kernel tracker stays active)", why);
+	}
+	snprintf(reason, reasonlen, "cache_ext policy failed, using the stock-kernel tracker: %s", why);
+	return PCE_MECH_STOCK;
+}
+
+/* the stock tracker wanted: drop a policy left from an earlier run */
+static enum pce_mechanism
+install_stock(const struct plan *pl, char *reason, size_t reasonlen)
+{
+	char		why[512];
+
+	if (pl->has_cache_ext)
+		snprintf(reason, reasonlen, "stock-kernel tracker requested by --mode=%s", opt.mode);
+	else
+		snprintf(reason, reasonlen, "kernel has no cache_ext: stock-kernel tracker");
+	if (pce_pin_exists(&pins, PCE_PIN_POLICY_LINK) && pce_detach_policy(&pins, why, sizeof(why)) != 0)
+		fail("cannot detach the previous cache_ext policy: %s", why);
+	return PCE_MECH_STOCK;
+}
+
+static void
+do_install(const struct plan *pl)
+{
+	char		why[PATH_MAX + 256];
+	char		reason[PATH_MAX + 512];
+	struct group *gr = getgrnam(opt.group);
+	struct tracker_bpf *tracker;
+	enum pce_mechanism mech;
+
+	if (!gr)
+		fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, &pins, why, sizeof(why)) != 0)
+		fail("%s", why);
+
+	/*
+	 * The tracker object owns the map definitions; load it first in every
+	 * mode so that the maps exist with their final layout.  In cache_ext
+	 * mode its links are removed again once the policy is attached.
+	 */
+	tracker = load_tracker();
+	if (keep_attached_policy(tracker, pl))
+	{
+		tracker_bpf__destroy(tracker);
+		return;
+	}
+	mech = pl->want_cache_ext ? install_policy(tracker, pl, reason, sizeof(reason))
+		: install_stock(pl, reason, sizeof(reason));
+	if (mech == PCE_MECH_STOCK && promotion_missing[0])
+		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
+				 " (without promotion: %s)", promotion_missing);
+	write_loader_info(tracker->maps.loader_info, mech, pl->has_cache_ext,
+					  mech == PCE_MECH_CACHE_EXT ? pl->cgroup_name : NULL, reason);
+	fix_pin_permissions();
+	info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pins.shown, opt.group);
+	tracker_bpf__destroy(tracker);
 }
 
 int
 main(int argc, char **argv)
 {
 	char		why[512];
-	char		reason[256];
-	bool		has_cache_ext;
-	bool		want_cache_ext;
-	const char *cgroup = NULL;
-	struct group *gr;
-	struct tracker_bpf *tracker = NULL;
-	enum pce_mechanism mech = PCE_MECH_NONE;
+	struct plan pl;
 
 	if (pce_parse_loader_options(argc, argv, &opt, why, sizeof(why)) != 0)
 		fail("%s", why);
@@ -544,139 +702,30 @@ main(int argc, char **argv)
 		usage();
 		return 0;
 	}
-
 	libbpf_set_print(libbpf_print);
 	apply_cluster_config();
 	resolve_cluster_id();
-	snprintf(pin_dir, sizeof(pin_dir), "%s/%s", opt.bpffs_dir, cluster_id);
-
 	if (opt.show)
 	{
 		do_show();
 		return 0;
 	}
-
-	if (!bpffs_mounted(opt.bpffs_dir, why, sizeof(why)))
-		fail("bpffs is not mounted: %s", why);
-	has_cache_ext = pce_kernel_has_cache_ext(why, sizeof(why));
-	/* mode off is the server's switch, at reload: load as for auto */
-	want_cache_ext = strcmp(opt.mode, "cache_ext") == 0 ||
-		(strcmp(opt.mode, "stock") != 0 && has_cache_ext);
-	if (want_cache_ext)
-		cgroup = opt.cgroup ? opt.cgroup : own_cgroup_v2();
-
-	if (opt.check)
-	{
-		struct utsname u;
-
-		uname(&u);
-		printf("kernel:            %s\n", u.release);
-		printf("cache_ext:         %s (%s)\n", has_cache_ext ? "yes" : "no", why);
-		printf("bpffs:             mounted\n");
-		printf("cluster id:        %s\n", cluster_id);
-		printf("pin directory:     %s (%s)\n", pin_dir,
-			   access(pin_dir, F_OK) == 0 ? "exists, maps would be reused" : "would be created");
-		for (int i = 0; i < PCE_CONF__COUNT; i++)
-			if (cluster_conf.where[i][0])
-				printf("configuration:     %s = '%s' (%s)\n", pce_conf_names[i],
-					   cluster_conf.value[i], cluster_conf.where[i]);
-		printf("mode:              %s%s\n", opt.mode, opt.mode_given ? " (command line)" : "");
-		printf("would load:        %s\n", want_cache_ext ? "cache_ext policy" : "stock-kernel tracker");
-		if (want_cache_ext)
-			printf("cgroup:            %s\n", cgroup ? cgroup : "(none found)");
-		printf("running as root:   %s\n", geteuid() == 0 ? "yes" : "no (required to load)");
-		return geteuid() == 0 ? 0 : 1;
-	}
-
-	if (geteuid() != 0)
-		fail("must be run as root (it creates BPF maps and programs); the server itself needs no privileges");
-
 	if (opt.unload)
 	{
+		if (geteuid() != 0)
+			fail("must be run as root (it removes BPF pins); the server itself needs no privileges");
 		do_unload();
 		return 0;
 	}
-
-	gr = getgrnam(opt.group);
-	if (!gr)
-		fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
-	pin_gid = gr->gr_gid;
-
-	make_dir(opt.bpffs_dir, 0755, 0);
-	make_dir(pin_dir, 0750, pin_gid);
-
-	/*
-	 * The tracker object owns the map definitions; load it first in every
-	 * mode so that the maps exist with their final layout.  In cache_ext
-	 * mode its links are removed again once the policy is attached.
-	 */
-	tracker = load_tracker();
-
-	if (want_cache_ext && cgroup && pin_exists(PCE_PIN_POLICY_LINK))
+	decide(&pl);
+	if (opt.check)
 	{
-		struct pce_loader_info old = {0};
-
-		/* a rerun: keep the policy on the same cgroup, move it otherwise */
-		if (read_loader_info(bpf_map__fd(tracker->maps.loader_info), &old) &&
-			old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, cgroup) == 0)
-		{
-			unpin_tracker_links();
-			write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT, has_cache_ext,
-							  cgroup, old.reason);
-			fix_pin_permissions();
-			info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
-				 cluster_id, cgroup);
-			tracker_bpf__destroy(tracker);
-			return 0;
-		}
-		if (pce_detach_policy(pin_dir, why, sizeof(why)) != 0)
-			fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, cgroup, why);
+		do_check(&pl);
+		return geteuid() == 0 ? 0 : 1;
 	}
-
-	if (want_cache_ext)
-	{
-		if (!cgroup)
-			snprintf(why, sizeof(why), "no cgroup v2 directory found (cgroup v1 only?)");
-		if (cgroup && pce_attach_policy(pin_dir, cgroup, why, sizeof(why)) == 0)
-		{
-			unpin_tracker_links();
-			mech = PCE_MECH_CACHE_EXT;
-			snprintf(reason, sizeof(reason), "cache_ext policy attached to %s", cgroup);
-		}
-		else if (strcmp(opt.mode, "cache_ext") == 0)
-		{
-			/* explicit request: leave the tracker in place, report failure */
-			write_loader_info(tracker->maps.loader_info, PCE_MECH_STOCK, has_cache_ext, NULL, why);
-			fix_pin_permissions();
-			fail("cannot attach the cache_ext policy: %s (the stock-kernel tracker stays active)", why);
-		}
-		else
-		{
-			mech = PCE_MECH_STOCK;
-			snprintf(reason, sizeof(reason), "cache_ext policy failed, using the stock-kernel tracker: %s", why);
-		}
-	}
-	else
-	{
-		mech = PCE_MECH_STOCK;
-		if (has_cache_ext)
-			snprintf(reason, sizeof(reason), "stock-kernel tracker requested by --mode=%s", opt.mode);
-		else
-			snprintf(reason, sizeof(reason), "kernel has no cache_ext: stock-kernel tracker");
-		if (pin_exists(PCE_PIN_POLICY_LINK))
-		{
-			if (pce_detach_policy(pin_dir, why, sizeof(why)) != 0)
-				fail("cannot detach the previous cache_ext policy: %s", why);
-		}
-	}
-
-	if (mech == PCE_MECH_STOCK && promotion_missing[0])
-		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
-				 " (without promotion: %s)", promotion_missing);
-	write_loader_info(tracker->maps.loader_info, mech, has_cache_ext,
-					  mech == PCE_MECH_CACHE_EXT ? cgroup : NULL, reason);
-	fix_pin_permissions();
-	info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pin_dir, opt.group);
-	tracker_bpf__destroy(tracker);
+	if (geteuid() != 0)
+		fail("must be run as root (it creates BPF maps and programs); the server itself needs no privileges");
+	do_install(&pl);
+	pce_pins_close(&pins);
 	return 0;
 }

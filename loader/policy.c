@@ -20,7 +20,12 @@
  *
  * The link is pinned as <pin_dir>/policy_link and the struct_ops map as
  * <pin_dir>/policy_ops (so that nothing depends on this process staying
- * alive, and so that the map provably outlives the link's teardown).
+ * alive, and so that the map provably outlives the link's teardown), through
+ * the pin directory's fd (pins.c), group --group, mode 0660.
+ *
+ * The cgroup is opened once, without following symlinks, checked by its fd
+ * (cgroup v2 magic, its name as the kernel resolves the fd) and used by that
+ * fd; the detach finds the cgroup from the link (its id), never by a path.
  *
  * Research-kernel facts this file works around (found in the lab):
  *	- cache_ext runs a policy only on memory cgroups whose name starts with
@@ -55,6 +60,8 @@
 #include "pg_cache_ext.h"
 #include "policy.skel.h"
 #include "policy.h"
+#include "pins.h"
+#include "safe_open.h"
 
 #ifndef BPF_F_LINK
 #define BPF_F_LINK (1U << 13)	/* map flag, Linux 6.4+; absent from older uapi headers */
@@ -62,8 +69,6 @@
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
-
-#define PCE_PIN_GROUP "postgres"
 
 /* struct_ops member name -> program of policy.bpf.c */
 struct member_prog
@@ -227,29 +232,6 @@ write_struct_ops_value(const struct btf *btf, struct policy_bpf *skel, char *why
 /* cgroup checks                                                       */
 /* ------------------------------------------------------------------ */
 
-static int
-open_cgroup_v2(const char *cgroup_path, char *why, size_t whylen)
-{
-	struct statfs st;
-	int			fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0)
-	{
-		int			err = -errno;
-
-		snprintf(why, whylen, "cannot open cgroup \"%s\": %s", cgroup_path, strerror(-err));
-		return err;
-	}
-	if (fstatfs(fd, &st) != 0 || st.f_type != CGROUP2_SUPER_MAGIC)
-	{
-		close(fd);
-		snprintf(why, whylen, "\"%s\" is not a cgroup v2 directory (cache_ext needs cgroup v2; cgroup v1 only?)",
-				 cgroup_path);
-		return -EMEDIUMTYPE;
-	}
-	return fd;
-}
-
 /*
  * The research kernel allocates its per-cgroup folio index (and so calls a
  * policy at all) only for memory cgroups whose name starts with "cache_ext"
@@ -258,8 +240,8 @@ open_cgroup_v2(const char *cgroup_path, char *why, size_t whylen)
  */
 #define PCE_CGROUP_NAME_PREFIX "cache_ext"
 
-static bool
-cgroup_name_enables_cache_ext(const char *cgroup_path)
+bool
+pce_cgroup_name_enables_cache_ext(const char *cgroup_path)
 {
 	char		copy[4096];
 	char	   *end,
@@ -274,9 +256,49 @@ cgroup_name_enables_cache_ext(const char *cgroup_path)
 	return strncmp(base, PCE_CGROUP_NAME_PREFIX, strlen(PCE_CGROUP_NAME_PREFIX)) == 0;
 }
 
+/*
+ * Open cgroup_path once: no symlink anywhere in it, a cgroup v2 directory
+ * by its fd's filesystem; name gets the path the kernel gives that fd
+ * (what was opened, whatever the path names later).
+ */
+int
+pce_open_cgroup(const char *cgroup_path, char *name, size_t namelen, char *why, size_t whylen)
+{
+	struct statfs st;
+	char		link[64];
+	ssize_t		n;
+	int			fd = pce_openat2(AT_FDCWD, cgroup_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+								 RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+
+	if (fd < 0)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot open cgroup \"%s\": %s", cgroup_path, pce_open_error(-err));
+		return err;
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if (fstatfs(fd, &st) != 0 || st.f_type != CGROUP2_SUPER_MAGIC)
+	{
+		close(fd);
+		snprintf(why, whylen, "\"%s\" is not a cgroup v2 directory (cache_ext needs cgroup v2; cgroup v1 only?)",
+				 cgroup_path);
+		return -EMEDIUMTYPE;
+	}
+	n = readlink(link, name, namelen - 1);
+	if (n <= 0 || (size_t) n >= namelen - 1)
+	{
+		close(fd);
+		snprintf(why, whylen, "cannot resolve the cgroup opened as \"%s\" (is /proc mounted?)", cgroup_path);
+		return -ENOENT;
+	}
+	name[n] = '\0';
+	return fd;
+}
+
 /* cgroup v2 id of a directory: its file handle (as the kernel's cgroup_id()). */
 static __u64
-cgroup_id_of(const char *cgroup_path)
+cgroup_id_of(int cgroup_fd)
 {
 	union
 	{
@@ -288,7 +310,7 @@ cgroup_id_of(const char *cgroup_path)
 
 	memset(&h, 0, sizeof(h));
 	h.fh.handle_bytes = 64;
-	if (name_to_handle_at(AT_FDCWD, cgroup_path, &h.fh, &mount_id, 0) != 0 ||
+	if (name_to_handle_at(cgroup_fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) != 0 ||
 		h.fh.handle_bytes < sizeof(id))
 		return 0;
 	memcpy(&id, h.fh.f_handle, sizeof(id));
@@ -342,30 +364,20 @@ existing_cache_ext_link(const struct btf *btf, __u64 cgid)
 /* Pins                                                                */
 /* ------------------------------------------------------------------ */
 
-static void
-give_pin_to_group(const char *path)
-{
-	struct group *gr = getgrnam(PCE_PIN_GROUP);
-
-	if (chown(path, 0, gr ? gr->gr_gid : 0) != 0 || chmod(path, 0660) != 0)
-		fprintf(stderr, "pg_cache_ext_loader: warning: cannot set owner/mode of \"%s\": %s\n",
-				path, strerror(errno));
-}
-
 static int
-pin_fd(int fd, const char *pin_dir, const char *name, char *why, size_t whylen)
+pin_fd(int fd, const struct pce_pins *pins, const char *name, char *why, size_t whylen)
 {
 	char		path[4096];
 
-	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
-	if (bpf_obj_pin(fd, path) != 0)
+	if (bpf_obj_pin(fd, pce_pin_path(pins, name, path, sizeof(path))) != 0)
 	{
 		int			err = -errno;
 
-		snprintf(why, whylen, "cannot pin \"%s\": %s", path, strerror(-err));
+		snprintf(why, whylen, "cannot pin \"%s/%s\": %s", pins->shown, name, strerror(-err));
 		return err;
 	}
-	give_pin_to_group(path);
+	if (pce_pin_give_to_group(pins->dir_fd, name, pins->gid, why, whylen) != 0)
+		return -EPERM;
 	return 0;
 }
 
@@ -373,65 +385,54 @@ pin_fd(int fd, const char *pin_dir, const char *name, char *why, size_t whylen)
 /* Attach / detach                                                     */
 /* ------------------------------------------------------------------ */
 
-int
-pce_attach_policy(const char *pin_dir, const char *cgroup_path, char *why, size_t whylen)
+/* The kernel's cache_ext attach type, or -1 with why; *btf gets the kernel's BTF. */
+static long long
+cache_ext_attach_type(struct btf **btf, char *why, size_t whylen)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pin_dir);
-	struct policy_bpf *skel = NULL;
-	struct btf *btf = NULL;
-	libbpf_print_fn_t old_print;
-	char		path[4096];
 	long long	attach_type;
-	__u32		other;
-	int			cgroup_fd,
-				link_fd = -1,
-				err;
 
-	verbose_libbpf = getenv("PCE_LIBBPF_VERBOSE") != NULL;
-	snprintf(why, whylen, "unknown error");
-	snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_POLICY_LINK);
-	if (access(path, F_OK) == 0)
-	{
-		snprintf(why, whylen, "a policy link is already pinned at %s (detach it first)", path);
-		return -EEXIST;
-	}
-
-	btf = btf__load_vmlinux_btf();
-	if (!btf || btf__find_by_name_kind(btf, "cache_ext_ops", BTF_KIND_STRUCT) < 0)
+	*btf = btf__load_vmlinux_btf();
+	if (!*btf || btf__find_by_name_kind(*btf, "cache_ext_ops", BTF_KIND_STRUCT) < 0)
 	{
 		snprintf(why, whylen, "the running kernel has no cache_ext (no struct cache_ext_ops in its BTF)");
-		btf__free(btf);
-		return -EOPNOTSUPP;
+		return -1;
 	}
-	attach_type = kernel_enum_value(btf, "bpf_attach_type", "BPF_CACHE_EXT_OPS");
+	attach_type = kernel_enum_value(*btf, "bpf_attach_type", "BPF_CACHE_EXT_OPS");
 	if (attach_type < 0)
-	{
 		snprintf(why, whylen, "kernel BTF has cache_ext_ops but no BPF_CACHE_EXT_OPS attach type");
-		btf__free(btf);
-		return -EOPNOTSUPP;
-	}
+	return attach_type;
+}
 
-	cgroup_fd = open_cgroup_v2(cgroup_path, why, whylen);
-	if (cgroup_fd < 0)
-	{
-		btf__free(btf);
-		return cgroup_fd;
-	}
-	if (!cgroup_name_enables_cache_ext(cgroup_path))
+/* May a policy go on this cgroup?  0, or a negative errno with why. */
+static int
+check_cgroup_free(const struct btf *btf, int cgroup_fd, const char *cgroup_name, char *why, size_t whylen)
+{
+	__u32		other;
+
+	if (!pce_cgroup_name_enables_cache_ext(cgroup_name))
 	{
 		snprintf(why, whylen, "cgroup %s: the cache_ext kernel only runs policies on cgroups whose name "
 				 "starts with \"%s\" (others are silently ignored); use such a child cgroup",
-				 cgroup_path, PCE_CGROUP_NAME_PREFIX);
-		err = -EINVAL;
-		goto out;
+				 cgroup_name, PCE_CGROUP_NAME_PREFIX);
+		return -EINVAL;
 	}
-	other = existing_cache_ext_link(btf, cgroup_id_of(cgroup_path));
+	other = existing_cache_ext_link(btf, cgroup_id_of(cgroup_fd));
 	if (other)
 	{
-		snprintf(why, whylen, "cgroup %s already has a cache_ext policy (link id %u)", cgroup_path, other);
-		err = -EEXIST;
-		goto out;
+		snprintf(why, whylen, "cgroup %s already has a cache_ext policy (link id %u)", cgroup_name, other);
+		return -EEXIST;
 	}
+	return 0;
+}
+
+/* Open and load policy.bpf.c reusing the pinned maps; NULL with why. */
+static struct policy_bpf *
+load_policy_object(const struct pce_pins *pins, char *why, size_t whylen)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins->via_fd);
+	libbpf_print_fn_t old_print;
+	struct policy_bpf *skel;
+	int			err;
 
 	last_libbpf_line[0] = '\0';
 	old_print = libbpf_set_print(capture_libbpf);
@@ -441,7 +442,7 @@ pce_attach_policy(const char *pin_dir, const char *cgroup_path, char *why, size_
 		err = -errno;
 		libbpf_set_print(old_print);
 		snprintf(why, whylen, "cannot open the policy object: %s", last_libbpf_line[0] ? last_libbpf_line : strerror(-err));
-		goto out;
+		return NULL;
 	}
 	bpf_program__set_flags(skel->progs.pce_init,
 						   bpf_program__flags(skel->progs.pce_init) | BPF_F_SLEEPABLE);
@@ -453,53 +454,87 @@ pce_attach_policy(const char *pin_dir, const char *cgroup_path, char *why, size_
 	{
 		snprintf(why, whylen, "the kernel rejected the policy: %s",
 				 last_libbpf_line[0] ? last_libbpf_line : strerror(-err));
-		goto out;
+		policy_bpf__destroy(skel);
+		return NULL;
 	}
+	return skel;
+}
 
-	err = write_struct_ops_value(btf, skel, why, whylen);
-	if (err)
-		goto out;
+/* Pin the struct_ops map, replacing a stale pin of an earlier policy without link. */
+static int
+pin_policy_map(struct policy_bpf *skel, const struct pce_pins *pins, char *why, size_t whylen)
+{
+	int			err = pin_fd(bpf_map__fd(skel->maps.pce_policy_ops), pins, PCE_PIN_POLICY_MAP, why, whylen);
 
-	/* The map outlives the link (see the header comment): pin it first. */
-	err = pin_fd(bpf_map__fd(skel->maps.pce_policy_ops), pin_dir, PCE_PIN_POLICY_MAP, why, whylen);
 	if (err == -EEXIST)
 	{
-		/* a stale map pin from an earlier policy without link: replace it */
-		snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
-		unlink(path);
-		err = pin_fd(bpf_map__fd(skel->maps.pce_policy_ops), pin_dir, PCE_PIN_POLICY_MAP, why, whylen);
+		unlinkat(pins->dir_fd, PCE_PIN_POLICY_MAP, 0);
+		err = pin_fd(bpf_map__fd(skel->maps.pce_policy_ops), pins, PCE_PIN_POLICY_MAP, why, whylen);
 	}
-	if (err)
-		goto out;
+	return err;
+}
 
-	link_fd = bpf_link_create(bpf_map__fd(skel->maps.pce_policy_ops), cgroup_fd,
-							  (enum bpf_attach_type) attach_type, NULL);
-	if (link_fd < 0)
+/* BPF_LINK_CREATE on the cgroup's fd; the link fd, or a negative errno with why. */
+static int
+create_policy_link(struct policy_bpf *skel, int cgroup_fd, const char *cgroup_name,
+				   long long attach_type, char *why, size_t whylen)
+{
+	int			link_fd = bpf_link_create(bpf_map__fd(skel->maps.pce_policy_ops), cgroup_fd,
+										  (enum bpf_attach_type) attach_type, NULL);
+	int			err = -errno;
+
+	if (link_fd >= 0)
+		return link_fd;
+	if (err == -EEXIST || err == -EBUSY)
+		snprintf(why, whylen, "cgroup %s already has a cache_ext policy (%s)", cgroup_name, strerror(-err));
+	else if (err == -EINVAL)
+		snprintf(why, whylen, "the kernel refused the cache_ext link on %s (EINVAL: policy init failed, "
+				 "or no memory controller on this cgroup)", cgroup_name);
+	else
+		snprintf(why, whylen, "cannot attach the policy to %s: %s", cgroup_name, strerror(-err));
+	return err;
+}
+
+int
+pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup_name,
+				  char *why, size_t whylen)
+{
+	struct policy_bpf *skel = NULL;
+	struct btf *btf = NULL;
+	long long	attach_type;
+	int			link_fd = -1,
+				err;
+
+	verbose_libbpf = getenv("PCE_LIBBPF_VERBOSE") != NULL;
+	snprintf(why, whylen, "unknown error");
+	if (pce_pin_exists(pins, PCE_PIN_POLICY_LINK))
 	{
-		err = -errno;
-		if (err == -EEXIST || err == -EBUSY)
-			snprintf(why, whylen, "cgroup %s already has a cache_ext policy (%s)", cgroup_path, strerror(-err));
-		else if (err == -EINVAL)
-			snprintf(why, whylen, "the kernel refused the cache_ext link on %s (EINVAL: policy init failed, "
-					 "or no memory controller on this cgroup)", cgroup_path);
-		else
-			snprintf(why, whylen, "cannot attach the policy to %s: %s", cgroup_path, strerror(-err));
-		snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
-		unlink(path);
-		goto out;
+		snprintf(why, whylen, "a policy link is already pinned at %s/%s (detach it first)",
+				 pins->shown, PCE_PIN_POLICY_LINK);
+		return -EEXIST;
+	}
+	attach_type = cache_ext_attach_type(&btf, why, whylen);
+	err = attach_type < 0 ? -EOPNOTSUPP : check_cgroup_free(btf, cgroup_fd, cgroup_name, why, whylen);
+	if (err == 0 && (skel = load_policy_object(pins, why, whylen)) == NULL)
+		err = -EINVAL;
+	if (err == 0)
+		err = write_struct_ops_value(btf, skel, why, whylen);
+	/* The map outlives the link (see the header comment): pin it first. */
+	if (err == 0)
+		err = pin_policy_map(skel, pins, why, whylen);
+	if (err == 0 && (link_fd = create_policy_link(skel, cgroup_fd, cgroup_name, attach_type, why, whylen)) < 0)
+	{
+		err = link_fd;
+		unlinkat(pins->dir_fd, PCE_PIN_POLICY_MAP, 0);
 	}
 	/* Pin at once: the link must not be freed by this process exiting. */
-	err = pin_fd(link_fd, pin_dir, PCE_PIN_POLICY_LINK, why, whylen);
-	if (err)
-		goto out;
-	snprintf(why, whylen, "cache_ext policy attached to %s (attach type %lld)", cgroup_path, attach_type);
-	err = 0;
-
-out:
+	if (err == 0)
+		err = pin_fd(link_fd, pins, PCE_PIN_POLICY_LINK, why, whylen);
+	if (err == 0)
+		snprintf(why, whylen, "cache_ext policy attached to %s (attach type %lld)", cgroup_name, attach_type);
 	if (link_fd >= 0)
 		close(link_fd);
 	policy_bpf__destroy(skel);
-	close(cgroup_fd);
 	btf__free(btf);
 	return err;
 }
@@ -538,7 +573,7 @@ struct cgroup_quiesce
 static bool
 cg_read(int cg_fd, const char *file, char *buf, size_t len)
 {
-	int			fd = openat(cg_fd, file, O_RDONLY | O_CLOEXEC);
+	int			fd = openat(cg_fd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	ssize_t		n = -1;
 
 	if (fd >= 0)
@@ -556,7 +591,7 @@ cg_read(int cg_fd, const char *file, char *buf, size_t len)
 static bool
 cg_write(int cg_fd, const char *file, const char *val)
 {
-	int			fd = openat(cg_fd, file, O_WRONLY | O_CLOEXEC);
+	int			fd = openat(cg_fd, file, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 	bool		ok;
 
 	if (fd < 0)
@@ -616,83 +651,105 @@ unquiesce_cgroup(struct cgroup_quiesce *q)
 	q->cg_fd = -1;
 }
 
-int
-pce_detach_policy(const char *pin_dir, char *why, size_t whylen)
+/* The id of the pinned struct_ops map, or 0. */
+static __u32
+pinned_map_id(const struct pce_pins *pins)
 {
-	char		link_path[4096],
-				map_path[4096];
+	char		path[4096];
+	struct bpf_map_info minfo;
+	__u32		mlen = sizeof(minfo);
+	__u32		id = 0;
+	int			fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_POLICY_MAP, path, sizeof(path)));
+
+	if (fd >= 0)
+	{
+		memset(&minfo, 0, sizeof(minfo));
+		if (bpf_obj_get_info_by_fd(fd, &minfo, &mlen) == 0)
+			id = minfo.id;
+		close(fd);
+	}
+	return id;
+}
+
+/* The pinned link's id and its cgroup's id (link info: type, id, prog_id, cgroup_id). */
+static void
+pinned_link_ids(const struct pce_pins *pins, __u32 *link_id, __u64 *cgid)
+{
+	char		path[4096];
 	unsigned char info[256];
 	__u32		len = sizeof(info);
-	__u32		link_id = 0,
-				map_id = 0;
-	__u64		cgid = 0;
-	struct cgroup_quiesce q = {.cg_fd = -1, .drained = -1};
-	int			fd;
+	int			fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_POLICY_LINK, path, sizeof(path)));
 
-	snprintf(link_path, sizeof(link_path), "%s/%s", pin_dir, PCE_PIN_POLICY_LINK);
-	snprintf(map_path, sizeof(map_path), "%s/%s", pin_dir, PCE_PIN_POLICY_MAP);
+	*link_id = 0;
+	*cgid = 0;
+	if (fd < 0)
+		return;
+	memset(info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, info, &len) == 0)
+	{
+		memcpy(link_id, info + 4, sizeof(*link_id));
+		memcpy(cgid, info + 16, sizeof(*cgid));
+	}
+	close(fd);
+}
+
+/* Up to 60 s: the teardown walks the whole folio index of the cgroup. */
+static void
+wait_map_freed(__u32 map_id)
+{
+	for (int i = 0; map_id && i < 6000; i++)
+	{
+		int			mfd = bpf_map_get_fd_by_id(map_id);
+
+		if (mfd < 0 && errno == ENOENT)
+			break;
+		if (mfd >= 0)
+			close(mfd);
+		usleep(10000);
+	}
+}
+
+static int
+unpin_policy(const struct pce_pins *pins, const char *name, char *why, size_t whylen)
+{
+	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot unpin \"%s/%s\": %s", pins->shown, name, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int
+pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen)
+{
+	__u32		link_id,
+				map_id = pinned_map_id(pins);
+	__u64		cgid;
+	struct cgroup_quiesce q = {.cg_fd = -1, .drained = -1};
+	int			err;
 
 	/*
 	 * Order matters on the research kernel (see quiesce_cgroup()): quiesce,
 	 * drop the link, drop the map, then wait until the kernel has freed the
 	 * map, which its link teardown does only after unregistering the
 	 * policy (the teardown may run later, from a workqueue), and only then
-	 * give the cgroup its limits back.
+	 * give the cgroup its limits back.  The cgroup is the link's own (by
+	 * id), not one named by a path.
 	 */
-	fd = bpf_obj_get(map_path);
-	if (fd >= 0)
-	{
-		struct bpf_map_info minfo;
-		__u32		mlen = sizeof(minfo);
-
-		memset(&minfo, 0, sizeof(minfo));
-		if (bpf_obj_get_info_by_fd(fd, &minfo, &mlen) == 0)
-			map_id = minfo.id;
-		close(fd);
-	}
-	fd = bpf_obj_get(link_path);
-	if (fd >= 0)
-	{
-		memset(info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, info, &len) == 0)
-		{
-			memcpy(&link_id, info + 4, sizeof(link_id));
-			memcpy(&cgid, info + 16, sizeof(cgid));
-		}
-		close(fd);
+	pinned_link_ids(pins, &link_id, &cgid);
+	if (link_id)
 		quiesce_cgroup(cgid, &q);
-	}
-	if (unlink(link_path) != 0 && errno != ENOENT)
-	{
-		int			err = -errno;
-
-		snprintf(why, whylen, "cannot unpin \"%s\": %s", link_path, strerror(-err));
-		unquiesce_cgroup(&q);
-		return err;
-	}
-	if (unlink(map_path) != 0 && errno != ENOENT)
-	{
-		int			err = -errno;
-
-		snprintf(why, whylen, "cannot unpin \"%s\": %s", map_path, strerror(-err));
-		unquiesce_cgroup(&q);
-		return err;
-	}
-	if (map_id)
-	{
-		/* up to 60 s: the teardown walks the whole folio index of the cgroup */
-		for (int i = 0; i < 6000; i++)
-		{
-			int			mfd = bpf_map_get_fd_by_id(map_id);
-
-			if (mfd < 0 && errno == ENOENT)
-				break;
-			if (mfd >= 0)
-				close(mfd);
-			usleep(10000);
-		}
-	}
+	err = unpin_policy(pins, PCE_PIN_POLICY_LINK, why, whylen);
+	if (err == 0)
+		err = unpin_policy(pins, PCE_PIN_POLICY_MAP, why, whylen);
+	if (err == 0)
+		wait_map_freed(map_id);
 	unquiesce_cgroup(&q);
+	if (err)
+		return err;
 	if (link_id)
 		fprintf(stderr, "pg_cache_ext_loader: cache_ext policy link %u detached: the cgroup's page cache is "
 				"back under the kernel's LRU; the policy's scan/main lists are freed%s\n", link_id,

@@ -9,13 +9,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct pce_pins;
+
 /* true when the running kernel's BTF has struct cache_ext_ops */
 extern bool pce_kernel_has_cache_ext(char *why, size_t whylen);
 
-/* load the policy reusing the maps pinned in pin_dir, attach it to cgroup_path, pin the link */
-extern int	pce_attach_policy(const char *pin_dir, const char *cgroup_path, char *why, size_t whylen);
+/*
+ * Open a cgroup v2 directory once, following no symlink; name gets what the
+ * kernel calls the opened directory.  The fd, or a negative errno with why.
+ */
+extern int	pce_open_cgroup(const char *cgroup_path, char *name, size_t namelen, char *why, size_t whylen);
 
-/* unpin the policy link (detaching it) and report what is lost */
-extern int	pce_detach_policy(const char *pin_dir, char *why, size_t whylen);
+/* does the cache_ext kernel run policies on a cgroup of this name? */
+extern bool pce_cgroup_name_enables_cache_ext(const char *cgroup_path);
+
+/*
+ * Load the policy reusing the maps pinned in pins, attach it to the cgroup
+ * cgroup_fd (shown as cgroup_name), pin the link with the pins' group.
+ */
+extern int	pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup_name,
+							  char *why, size_t whylen);
+
+/* unpin the policy link (detaching it from its cgroup) and report what is lost */
+extern int	pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen);
 
 #endif

@@ -65,12 +65,14 @@ like($out, qr/^configuration:\s+pg_cache_ext.mode = 'stock' \(\S+postgresql.conf
 like($out, qr/^mode:\s+stock$/m, 'the mode from postgresql.conf applies');
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--mode', 'auto');
 like($out, qr/^mode:\s+auto \(command line\)$/m, 'the command line wins over postgresql.conf');
-my $conf_file = $node->basedir . '/other.conf';
-PostgreSQL::Test::Utils::append_to_file($conf_file,
-	"# a configuration file elsewhere, as Debian keeps it\npg_cache_ext.bpffs_dir = 'relative/dir'\n");
+# (a path the root loader acts on only from a file only root can write:
+# t/035_loader_security.pl tests that one written by postgres is refused)
+my @other_conf = ("# a configuration file elsewhere, as Debian keeps it", "pg_cache_ext.bpffs_dir = 'relative/dir'");
+my (undef, $conf_file) = root('root-conf', "foundation-$$", @other_conf);
+chomp $conf_file;
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $conf_file);
 ok(!$ok, 'a bad value in the configuration file is refused');
-like($err, qr/^pg_cache_ext_loader: error: \S+other.conf line 2: invalid pg_cache_ext.bpffs_dir "relative\/dir"/m,
+like($err, qr/^pg_cache_ext_loader: error: \S+foundation-\d+.conf line 2: invalid pg_cache_ext.bpffs_dir: not an absolute path/m,
 	'one clear error with the file and line');
 # includes are followed as the server follows them, relative to the file
 my $main_conf = $node->basedir . '/main.conf';
@@ -87,14 +89,16 @@ PostgreSQL::Test::Utils::append_to_file($main_conf, "include '/dev/null'\n");
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $main_conf);
 like($err, qr/"\/dev\/null" is not a regular file/, 'an include of anything but a regular file is refused');
 
-PostgreSQL::Test::Utils::append_to_file($conf_file, "pg_cache_ext.bpffs_dir = '/sys/fs/bpf/pce-test-conf'\n");
+# named per run: the lanes of two checkouts may run at the same time
+my $conf_pins = "/sys/fs/bpf/pce-test-conf-$$";
+root('root-conf', "foundation-$$", @other_conf, "pg_cache_ext.bpffs_dir = '$conf_pins'");
 ($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--config-file', $conf_file);
 ok($ok, 'the loader runs with --config-file') or diag($err);
-ok(-e '/sys/fs/bpf/pce-test-conf/' . cluster_id($node) . '/scan_pids',
+ok(-e "$conf_pins/" . cluster_id($node) . '/scan_pids',
 	'and pins where that file says (the later line wins)');
 ($ok, $out, $err) = root('loader', '--unload', '-D', $node->data_dir, '--config-file', $conf_file);
-ok($ok && !-e '/sys/fs/bpf/pce-test-conf/' . cluster_id($node), '--unload finds them the same way');
-root('bpffs-rmdir', '/sys/fs/bpf/pce-test-conf');
+ok($ok && !-e "$conf_pins/" . cluster_id($node), '--unload finds them the same way');
+root('bpffs-rmdir', $conf_pins);
 $node->adjust_conf('postgresql.conf', 'pg_cache_ext.mode', "'auto'");
 
 # ---- loader run: active, pins group postgres mode 0660 ----

@@ -86,10 +86,14 @@ SKIP:
 	skip 'PCE_LAB_PG=0', 10 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
 	my $lout = `'$script' loader 2>&1`;
 	my $lrc = $? >> 8;
-	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 10 if $lrc == 77;
+	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 13 if $lrc == 77;
 	my %l = $lout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $lout;
 	is($lrc, 0, 'loader lab run completed') or diag($lout);
+	is($l{loader_swapped_cgroup_attached} // -1, 0,
+		'a --cgroup through a symlink swapped during 10 loader runs: never attached');
+	is($l{loader_other_memory_max} // '', '80740352', 'and the other cgroup\'s memory.max untouched');
+	is($l{loader_autoconf_cgroup_attached} // -1, 0, 'a cgroup from postgresql.auto.conf: not attached');
 	is($l{loader_rc}, 0, 'pg_cache_ext_loader attached the policy and pinned its link');
 	is($l{loader_state} // '', 'active', 'cache_ext_status(): active');
 	is($l{loader_mechanism} // '', 'cache_ext', 'cache_ext_status(): mechanism cache_ext');

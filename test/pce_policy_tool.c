@@ -9,6 +9,7 @@
  *   pce_policy_tool stats PIN_DIR
  *   pce_policy_tool mark|unmark PIN_DIR PID
  */
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,26 @@
 
 #include "pg_cache_ext.h"
 #include "policy.h"
+#include "pins.h"
+
+/* PIN_DIR as the loader holds it: <bpffs_dir>/<cluster id>, by fd, group postgres if it exists. */
+static int
+open_pins(const char *pin_dir, struct pce_pins *pins, char *why, size_t whylen)
+{
+	char		root[4096];
+	char	   *slash;
+	struct group *gr = getgrnam("postgres");
+
+	snprintf(root, sizeof(root), "%s", pin_dir);
+	slash = strrchr(root, '/');
+	if (!slash || slash == root)
+	{
+		snprintf(why, whylen, "PIN_DIR must be <bpffs_dir>/<cluster id>");
+		return -1;
+	}
+	*slash = '\0';
+	return pce_pins_open(root, slash + 1, PCE_PINS_INSTALL, gr ? gr->gr_gid : 0, pins, why, whylen);
+}
 
 static const char *const stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
@@ -50,13 +71,23 @@ main(int argc, char **argv)
 	}
 	if (argc == 4 && strcmp(argv[1], "attach") == 0)
 	{
-		rc = pce_attach_policy(argv[2], argv[3], why, sizeof(why));
+		struct pce_pins pins;
+		char		name[4096];
+		int			cg = pce_open_cgroup(argv[3], name, sizeof(name), why, sizeof(why));
+
+		rc = cg < 0 ? cg : open_pins(argv[2], &pins, why, sizeof(why));
+		if (rc == 0)
+			rc = pce_attach_policy(&pins, cg, name, why, sizeof(why));
 		printf("attach: %d: %s\n", rc, why);
 		return rc ? 1 : 0;
 	}
 	if (argc == 3 && strcmp(argv[1], "detach") == 0)
 	{
-		rc = pce_detach_policy(argv[2], why, sizeof(why));
+		struct pce_pins pins;
+
+		rc = open_pins(argv[2], &pins, why, sizeof(why));
+		if (rc == 0)
+			rc = pce_detach_policy(&pins, why, sizeof(why));
 		printf("detach: %d: %s\n", rc, why);
 		return rc ? 1 : 0;
 	}

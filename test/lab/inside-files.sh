@@ -12,7 +12,7 @@
 set -u
 B=$1
 MAX=${2:-96} HOT=${3:-56} SCAN=${4:-256}
-PIN=/sys/fs/bpf/pg_cache_ext_lab
+PIN=/sys/fs/bpf/pg_cache_ext_lab/lab	# <pin root>/<id>, as the loader makes them
 CGROOT=/sys/fs/cgroup
 
 . "$B/lab-common.sh"

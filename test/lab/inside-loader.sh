@@ -30,6 +30,35 @@ CONF
 # the cluster's cgroup: cache_ext runs policies only on cgroups named cache_ext*
 mkdir -p "$CG"
 echo "${MAX}M" > "$CG/memory.max"
+
+# a cgroup named through a symlink (named cache_ext* as the kernel wants)
+# that is swapped while the loader runs,
+# between the cluster's cgroup and another cache_ext one: refused every
+# time, and no policy on either (the loader opens the cgroup once, by fd,
+# following no symlink); one from postgresql.auto.conf is refused too
+OTHER=/sys/fs/cgroup/cache_ext_other
+mkdir -p "$OTHER"
+echo 77M > "$OTHER/memory.max"
+ln -sfn "$CG" /tmp/cache_ext_link
+( while :; do ln -sfn "$OTHER" /tmp/cache_ext_link.new && mv -T /tmp/cache_ext_link.new /tmp/cache_ext_link;
+	ln -sfn "$CG" /tmp/cache_ext_link.new && mv -T /tmp/cache_ext_link.new /tmp/cache_ext_link; done ) &
+swapper=$!
+attached=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+	"$LOADER" -D "$DATA" --mode cache_ext --cgroup /tmp/cache_ext_link >/dev/null 2>&1
+	[ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && attached=$((attached + 1))
+	"$LOADER" -D "$DATA" --unload >/dev/null 2>&1
+done
+kill "$swapper"; wait "$swapper" 2>/dev/null
+echo "RESULT loader_swapped_cgroup_attached=$attached"
+echo "RESULT loader_other_memory_max=$(cat "$OTHER/memory.max")"
+echo "pg_cache_ext.cgroup = '$OTHER'" >> "$DATA/postgresql.auto.conf"
+"$LOADER" -D "$DATA" --mode cache_ext 2>&1 | sed 's/^/LAB-TEST: auto.conf cgroup: /'
+echo "RESULT loader_autoconf_cgroup_attached=$([ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && echo 1 || echo 0)"
+sed -i '/^pg_cache_ext.cgroup/d' "$DATA/postgresql.auto.conf"
+"$LOADER" -D "$DATA" --unload >/dev/null 2>&1
+rmdir "$OTHER" /tmp/cache_ext_link 2>/dev/null; rm -f /tmp/cache_ext_link
+
 "$LOADER" -D "$DATA" --cgroup "$CG" 2>&1 | sed 's/^/LAB-TEST: /'
 echo "RESULT loader_rc=$([ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && echo 0 || echo 1)"
 

@@ -14,7 +14,7 @@ set -u
 B=$1
 MAX=${2:-112}
 . "$B/lab-common.sh"
-PIN=/sys/fs/bpf/pg_cache_ext_lab
+PIN=/sys/fs/bpf/pg_cache_ext_lab/lab	# <pin root>/<id>, as the loader makes them
 CGROOT=/sys/fs/cgroup
 
 start_watchdog "${PCE_LAB_WATCHDOG:-280}" 60
