@@ -21,6 +21,18 @@
 #define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
 #endif
 
+/*
+ * A GUC check hook's extra is freed by the GUC machinery: with guc_free()
+ * since 16, which expects memory from guc_malloc(); with free() before.
+ * guc_malloc(LOG, ...) returns NULL when out of memory, and the hook then
+ * fails the setting.
+ */
+#if PG_VERSION_NUM >= 160000
+#define pce_guc_malloc(size) guc_malloc(LOG, (size))
+#else
+#define pce_guc_malloc(size) malloc(size)
+#endif
+
 /* 16 renamed RelFileNode to RelFileLocator */
 #if PG_VERSION_NUM >= 160000
 #define PCE_REL_FILE(rel) ((rel)->rd_locator)

@@ -292,8 +292,8 @@ check_scan_commands(char **newval, void **extra, GucSource source)
 			GUC_check_errdetail("List syntax is invalid.");
 		return false;
 	}
-	/* GUC frees extra with free(), so it must come from malloc() */
-	result = (int *) malloc(sizeof(int));
+	/* the GUC machinery frees extra: see pce_guc_malloc() in compat.h */
+	result = (int *) pce_guc_malloc(sizeof(int));
 	if (!result)
 		return false;
 	*result = mask;
