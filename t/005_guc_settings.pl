@@ -115,9 +115,9 @@ for my $i (1 .. 4)
 if (postmaster_pid($node) ne 'none') { $node->reload for 1 .. 3; }
 for my $r (@runs)
 {
-	$r->{h}->finish;
-	is($r->{h}->result(0), 0, 'a concurrent session ran to its end')
-	  or diag(substr($r->{err}, -2000));
+	# a write to a psql that lost its server dies (broken pipe)
+	my $ok = eval { $r->{h}->finish; $r->{h}->result(0) == 0 };
+	ok($ok, 'a concurrent session ran to its end') or diag(substr($r->{err}, -2000));
 }
 
 is(plain_psql( 'SELECT 1'), '1', 'the server answers');
