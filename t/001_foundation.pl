@@ -87,14 +87,16 @@ PostgreSQL::Test::Utils::append_to_file($main_conf, "include '/dev/null'\n");
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $main_conf);
 like($err, qr/"\/dev\/null" is not a regular file/, 'an include of anything but a regular file is refused');
 
-PostgreSQL::Test::Utils::append_to_file($conf_file, "pg_cache_ext.bpffs_dir = '/sys/fs/bpf/pce-test-conf'\n");
+# named per run: the lanes of two checkouts may run at the same time
+my $conf_pins = "/sys/fs/bpf/pce-test-conf-$$";
+PostgreSQL::Test::Utils::append_to_file($conf_file, "pg_cache_ext.bpffs_dir = '$conf_pins'\n");
 ($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--config-file', $conf_file);
 ok($ok, 'the loader runs with --config-file') or diag($err);
-ok(-e '/sys/fs/bpf/pce-test-conf/' . cluster_id($node) . '/scan_pids',
+ok(-e "$conf_pins/" . cluster_id($node) . '/scan_pids',
 	'and pins where that file says (the later line wins)');
 ($ok, $out, $err) = root('loader', '--unload', '-D', $node->data_dir, '--config-file', $conf_file);
-ok($ok && !-e '/sys/fs/bpf/pce-test-conf/' . cluster_id($node), '--unload finds them the same way');
-root('bpffs-rmdir', '/sys/fs/bpf/pce-test-conf');
+ok($ok && !-e "$conf_pins/" . cluster_id($node), '--unload finds them the same way');
+root('bpffs-rmdir', $conf_pins);
 $node->adjust_conf('postgresql.conf', 'pg_cache_ext.mode', "'auto'");
 
 # ---- loader run: active, pins group postgres mode 0660 ----

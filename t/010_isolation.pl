@@ -34,12 +34,14 @@ my $big_bytes = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
 cmp_ok($big_bytes, '>', $limit, 'scanned table is larger than the cgroup limit');
 cmp_ok($big_bytes, '>', 4 * $budget_mb * 1024 * 1024, 'scanned table is four times the budget');
 
-my ($ok, $cg) = root('cgroup-create', 'isolation', $limit);
+# named per run: the lanes of two checkouts may run at the same time
+my $cgname = "isolation-$$";
+my ($ok, $cg) = root('cgroup-create', $cgname, $limit);
 ok($ok, 'memory cgroup created') or BAIL_OUT('no memory cgroup');
 chomp $cg;
 my $postmaster = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
 my @pids = ($postmaster, split ' ', `pgrep -P $postmaster`);
-root('cgroup-move', 'isolation', @pids);
+root('cgroup-move', $cgname, @pids);
 
 sub cached_fraction
 {
@@ -101,7 +103,7 @@ sub read_hot_until_cached
 # What the test cgroup and the machine held, for a failure's report.
 sub diag_memory
 {
-	my (undef, $stat) = root('cgroup-stat', 'isolation');
+	my (undef, $stat) = root('cgroup-stat', $cgname);
 	diag("memory.stat of the test cgroup:\n" . join("\n", grep { /^(total_)?(cache|rss|shmem|file|anon|active_file|inactive_file|file_dirty|file_writeback|dirty|writeback) / } split /\n/, $stat // ''));
 	diag("cache_ext_stats(): " . $node->safe_psql('postgres',
 		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats()"));
@@ -184,6 +186,6 @@ my $log = slurp_file($node->logfile);
 unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
 
 $node->stop;
-root('cgroup-destroy', 'isolation');
+root('cgroup-destroy', $cgname);
 unload_bpf($node);
 done_testing();
