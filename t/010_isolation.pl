@@ -65,8 +65,10 @@ sub settle
 {
 	my $ok = wait_until(sub {
 		$node->safe_psql('postgres', qq{
-			SELECT s.folios_added_scan = s.records_read AND s.bytes_tracked <= $budget_mb * 1048576
+			SELECT s.records_read >= s.folios_added_scan + s.folios_promoted
+			   AND s.bytes_tracked <= $budget_mb * 1048576
 			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS folios_added_scan,
+			             sum(value) FILTER (WHERE name = 'folios_promoted') AS folios_promoted,
 			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
 			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS bytes_tracked
 			      FROM cache_ext_stats()) s}) eq 't'
@@ -120,8 +122,11 @@ sub round_with
 	my $hot_before = read_hot_until_cached();
 	cmp_ok($hot_before, '>=', 0.99, "$label: hot table fully cached before")
 	  or diag_memory();
+	note("$label: big table cached before: " . cached_mb('big') . " MB");
 	$node->safe_psql('postgres', $work);
 	settle();
+	note("$label: stats after: " . $node->safe_psql('postgres',
+		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() WHERE name ~ '^(folios_added|folios_promoted|records_read|bytes_tracked|bytes_promoted|extents_dropped|bytes_dropped)'"));
 	return (cached_fraction('hot'), cached_mb('big'));
 }
 
