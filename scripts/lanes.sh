@@ -17,7 +17,8 @@
 # last line sums them all: "N passed, N failed, N skipped".  Exit 1 on any
 # failure.
 #
-#   PCE_LANES="15"        only these lanes (default "15 17 18")
+#   PCE_LANES="15"        only these lanes (default "15 17 18"; with
+#                         PCE_TESTS set, only the host's lane)
 #   PCE_LANE_REBUILD=1    rebuild the chroots even if complete
 #   PCE_LANE_TESTS="t/001_foundation.pl"   TAP tests of the chroot lanes
 #   scripts/lanes.sh --build 17            only make the chroot of a lane
@@ -151,6 +152,21 @@ umount_root() {
 
 # ---- running a lane ----
 
+# Why a chroot lane cannot run here, if it cannot: only what the machine
+# lacks (a chroot that is already complete needs no archive).
+lane_unavailable() {
+	local v=$1 suite host
+	suite=$(suite_of "$v")
+	[ -d /sys/fs/bpf ] || { echo "no /sys/fs/bpf on this kernel"; return 0; }
+	chroot_complete "$CHROOTS/$suite" "$(stamp_key "$v" "$suite")" && return 1
+	command -v debootstrap >/dev/null || command -v apt-get >/dev/null ||
+		{ echo "no debootstrap and no apt-get to install it"; return 0; }
+	host=$(mirror | sed -E 's|^[a-z]+://([^/:]+).*|\1|')
+	timeout 10 bash -c "exec 3<>/dev/tcp/$host/80" 2>/dev/null ||
+		{ echo "Debian's archive ($host) is not reachable to build the $suite chroot"; return 0; }
+	return 1
+}
+
 fmt_time() {
 	printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
 }
@@ -175,6 +191,7 @@ run_lane() {
 	flock 9
 	LANE_ROOT=$root
 	trap 'umount_root "$LANE_ROOT"' EXIT
+	trap 'exit 1' INT TERM HUP
 	ensure_chroot "$v" "$suite" "$root"
 	mount_root "$root"
 	dst=$root/var/tmp/pce-lane-src
@@ -184,14 +201,27 @@ run_lane() {
 	in_root "$root" make -s -C /var/tmp/pce-lane-src clean >/dev/null 2>&1 || true
 	in_root "$root" env PCE_IN_LANE=1 PCE_NO_BENCH=1 PG_MAJOR="$v" \
 		PCE_WORK="/var/tmp/pce-lane-$v" PCE_PORT=$((55400 + v)) \
+		${PCE_FUZZ_SECONDS:+PCE_FUZZ_SECONDS=$PCE_FUZZ_SECONDS} \
 		PCE_TESTS="${PCE_LANE_TESTS:-$(cd "$SRC" && echo t/0[0-8]*)}" \
 		bash /var/tmp/pce-lane-src/scripts/test.sh
 }
 
+# every lane; with PCE_TESTS (a subset of the TAP tests) only the host's
+default_lanes() {
+	local v
+	if [ -n "${PCE_TESTS:-}" ]; then
+		for v in 15 17 18; do
+			[ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
+		done
+	else
+		echo "15 17 18"
+	fi
+}
+
 main() {
-	local lanes v suite where t0 counts log p=0 f=0 s=0
+	local lanes v suite where why t0 counts log p=0 f=0 s=0
 	[ "$(id -u)" -eq 0 ] || { echo "lanes.sh: run as root" >&2; exit 1; }
-	lanes=$(echo "${PCE_LANES:-15 17 18}" | tr ',' ' ')
+	lanes=$(echo "${PCE_LANES:-$(default_lanes)}" | tr ',' ' ')
 	mkdir -p /var/tmp/pce-lanes
 	for v in $lanes; do
 		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (15, 17, 18)" >&2; exit 1; }
@@ -199,6 +229,12 @@ main() {
 		[ "$suite" = "$(host_suite)" ] && where="host"
 		log=/var/tmp/pce-lanes/lane-$v.log
 		t0=$SECONDS
+		if [ "$where" != host ] && why=$(lane_unavailable "$v"); then
+			LANE_LINES+=("lane $v ($where): SKIP: $why")
+			echo "${LANE_LINES[-1]}"
+			s=$((s + 1))
+			continue
+		fi
 		bash "$0" --lane "$v" 2>&1 | tee "$log" || true
 		counts=$(lane_counts "$log")
 		LANE_LINES+=("lane $v ($where): $counts, $(fmt_time $((SECONDS - t0)))")
