@@ -219,15 +219,17 @@ default_lanes() {
 }
 
 main() {
-	local lanes v suite where why t0 counts log p=0 f=0 s=0
+	local lanes logs v suite where why t0 counts log p=0 f=0 s=0
 	[ "$(id -u)" -eq 0 ] || { echo "lanes.sh: run as root" >&2; exit 1; }
 	lanes=$(echo "${PCE_LANES:-$(default_lanes)}" | tr ',' ' ')
-	mkdir -p /var/tmp/pce-lanes
+	# one directory of lane logs per run: runs may overlap
+	logs=/var/tmp/pce-lanes/$(date +%Y%m%d-%H%M%S)-$$
+	mkdir -p "$logs"
 	for v in $lanes; do
 		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (15, 17, 18)" >&2; exit 1; }
 		where="$suite chroot"
 		[ "$suite" = "$(host_suite)" ] && where="host"
-		log=/var/tmp/pce-lanes/lane-$v.log
+		log=$logs/lane-$v.log
 		t0=$SECONDS
 		if [ "$where" != host ] && why=$(lane_unavailable "$v"); then
 			LANE_LINES+=("lane $v ($where): SKIP: $why")
@@ -244,6 +246,7 @@ main() {
 	done
 	echo
 	printf '%s\n' "${LANE_LINES[@]}"
+	echo "lane logs: $logs"
 	echo "$p passed, $f failed, $s skipped"
 	[ "$f" -eq 0 ]
 }
