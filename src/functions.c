@@ -416,7 +416,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Relation	rel;
-	char	   *base;
+	char		base[MAXPGPATH];
 	uint64		total = 0,
 				cached = 0,
 				dirty = 0;
@@ -459,7 +459,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("relation \"%s\" has no storage", RelationGetRelationName(rel))));
 
-	base = relpathbackend(PCE_REL_FILE(rel), rel->rd_backend, MAIN_FORKNUM);
+	pce_relpath(base, sizeof(base), PCE_REL_FILE(rel), rel->rd_backend, MAIN_FORKNUM);
 	for (int segno = 0;; segno++)
 	{
 		char		path[MAXPGPATH];

@@ -52,9 +52,7 @@ int			pce_scan_min_percent = 5;
 
 PceShared  *pce_shared = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static const struct config_enum_entry mode_options[] = {
@@ -89,13 +87,7 @@ static bool check_cgroup(char **newval, void **extra, GucSource source);
 static int
 pce_nslots(void)
 {
-#if PG_VERSION_NUM >= 150000
 	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-#else
-	/* MaxBackends is not computed yet when _PG_init requests memory */
-	return MaxConnections + autovacuum_max_workers + 1 + max_worker_processes +
-		max_wal_senders + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-#endif
 }
 
 static Size
@@ -107,10 +99,8 @@ pce_shmem_size(void)
 static void
 pce_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(pce_shmem_size());
 	RequestNamedLWLockTranche("pg_cache_ext", 1);
 }
@@ -286,8 +276,8 @@ check_scan_commands(char **newval, void **extra, GucSource source)
 			GUC_check_errdetail("List syntax is invalid.");
 		return false;
 	}
-	/* GUC frees extra with free(), so it must come from malloc() */
-	result = (int *) malloc(sizeof(int));
+	/* the GUC machinery frees extra: see pce_guc_malloc() in compat.h */
+	result = (int *) pce_guc_malloc(sizeof(int));
 	if (!result)
 		return false;
 	*result = mask;
@@ -312,13 +302,8 @@ _PG_init(void)
 
 	pce_define_gucs();
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = pce_shmem_request;
-#else
-	/* before 15, requests are made directly from _PG_init */
-	pce_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pce_shmem_startup;
 
