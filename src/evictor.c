@@ -287,18 +287,15 @@ drop_pages(int fd, const Extent *ext, uint32 first, uint32 count)
 	off_t		off = (off_t) (ext->start + first) * page_size;
 	off_t		len = (off_t) count * page_size;
 
-	if (posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED) != 0)
-		return false;
-	pce_count(PCE_USTAT_BYTES_DROPPED, len);
-	return true;
+	return posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED) == 0;
 }
 
 /*
- * Does the page cache still hold pages of ext other than the kept ones?
- * False where cachestat(2) is missing (kernels before 6.5): no retries.
+ * How many pages of ext the page cache holds now, kept ones included; -1
+ * where cachestat(2) is missing (kernels before 6.5).
  */
-static bool
-extent_still_cached(int fd, const Extent *ext)
+static int64
+extent_cached_pages(int fd, const Extent *ext)
 {
 	CachestatRange range;
 	Cachestat	cs;
@@ -306,8 +303,25 @@ extent_still_cached(int fd, const Extent *ext)
 	range.off = ext->start * page_size;
 	range.len = (uint64) ext->npages * page_size;
 	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
-		return false;
-	return cs.nr_cache > ext->nkept;
+		return -1;
+	return (int64) cs.nr_cache;
+}
+
+/*
+ * bytes_dropped counts what left the cache: the drop's effect measured by
+ * cachestat, so a retried extent is not counted twice and pages the kernel
+ * skipped are not counted at all.  Without cachestat, what was asked.
+ */
+static void
+count_dropped(const Extent *ext, int64 cached_before, int64 cached_after)
+{
+	int64		pages;
+
+	if (cached_before >= 0 && cached_after >= 0)
+		pages = Max(cached_before - cached_after, 0);
+	else
+		pages = ext->npages - ext->nkept;
+	pce_count(PCE_USTAT_BYTES_DROPPED, pages * page_size);
 }
 
 /*
@@ -326,6 +340,8 @@ drop_extent(Extent *ext)
 	{
 		bool		ok = true;
 		uint32		page = 0;
+		int64		cached_before = extent_cached_pages(fd, ext);
+		int64		cached_after;
 
 		while (page < ext->npages)
 		{
@@ -341,7 +357,9 @@ drop_extent(Extent *ext)
 				page++;
 			ok &= drop_pages(fd, ext, run_start, page - run_start);
 		}
-		if (ok && ext->retries < DROP_RETRIES && extent_still_cached(fd, ext))
+		cached_after = extent_cached_pages(fd, ext);
+		count_dropped(ext, cached_before, cached_after);
+		if (ok && ext->retries < DROP_RETRIES && cached_after > ext->nkept)
 		{
 			ext->retries++;
 			close(fd);
