@@ -199,10 +199,11 @@ apply_cluster_config(void)
 
 	if (cluster_conf.value[PCE_CONF_MODE][0] && !opt.mode_given)
 	{
-		if (!pce_valid_mode(cluster_conf.value[PCE_CONF_MODE]))
-			fail("%s: invalid pg_cache_ext.mode: use auto, stock, cache_ext or off",
+		/* in any case, as the server takes it: the table's spelling */
+		opt.mode = pce_mode_canonical(cluster_conf.value[PCE_CONF_MODE]);
+		if (!opt.mode)
+			fail("%s: invalid pg_cache_ext.mode: use " PCE_MODE_CHOICES,
 				 cluster_conf.where[PCE_CONF_MODE]);
-		opt.mode = cluster_conf.value[PCE_CONF_MODE];
 	}
 	if (!opt.bpffs_dir_given)
 		take_path_setting(PCE_CONF_BPFFS_DIR, "--bpffs-dir", &opt.bpffs_dir);

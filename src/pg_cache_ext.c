@@ -31,6 +31,7 @@
 
 #include "compat.h"
 #include "pg_cache_ext_int.h"
+#include "pce_paths.h"
 #include "scan_commands.h"
 
 PG_MODULE_MAGIC;
@@ -57,13 +58,13 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+/* the modes' names are the loader's too (bpf/pce_modes.h) */
+#define PCE_MODE_GUC_ENTRY(sym, name) {name, sym, false},
 static const struct config_enum_entry mode_options[] = {
-	{"off", PCE_MODE_OFF, false},
-	{"auto", PCE_MODE_AUTO, false},
-	{"stock", PCE_MODE_STOCK, false},
-	{"cache_ext", PCE_MODE_CACHE_EXT, false},
+	PCE_MODE_TABLE(PCE_MODE_GUC_ENTRY)
 	{NULL, 0, false}
 };
+#undef PCE_MODE_GUC_ENTRY
 
 static const struct config_enum_entry session_scan_options[] = {
 	{"auto", PCE_SCAN_AUTO, false},
@@ -162,7 +163,7 @@ static void
 pce_define_gucs(void)
 {
 	DefineCustomEnumVariable("pg_cache_ext.mode",
-							 "Which eviction mechanism to use: auto, stock, cache_ext or off.",
+							 "Which eviction mechanism to use: " PCE_MODE_CHOICES ".",
 							 "auto uses whatever the loader put in place; stock or cache_ext "
 							 "accept only that mechanism; off marks nothing and evicts nothing.",
 							 &pce_mode, PCE_MODE_AUTO, mode_options,
@@ -171,7 +172,7 @@ pce_define_gucs(void)
 	DefineCustomStringVariable("pg_cache_ext.bpffs_dir",
 							   "Directory below which the loader pins the maps, one subdirectory per cluster.",
 							   NULL,
-							   &pce_bpffs_dir, "/sys/fs/bpf/pg_cache_ext",
+							   &pce_bpffs_dir, PCE_DEFAULT_BPFFS_DIR,
 							   PGC_POSTMASTER, 0, check_bpffs_dir, NULL, NULL);
 
 	/* read by the loader, from this file, before the server starts */
@@ -239,35 +240,33 @@ pce_define_gucs(void)
 	MarkGUCPrefixReserved("pg_cache_ext");
 }
 
+/*
+ * The path GUCs follow the loader's one path rule (bpf/pce_paths.h), so that
+ * a value the server accepts the loader accepts at boot, and the reverse.
+ */
 static bool
-check_bpffs_dir(char **newval, void **extra, GucSource source)
+check_path_setting(const char *name, const char *value)
 {
-	if (*newval == NULL || (*newval)[0] != '/')
-	{
-		GUC_check_errdetail("pg_cache_ext.bpffs_dir must be an absolute path.");
-		return false;
-	}
-	if (strlen(*newval) > MAXPGPATH - 64)
-	{
-		GUC_check_errdetail("pg_cache_ext.bpffs_dir is too long.");
-		return false;
-	}
-	return true;
+	const char *why = pce_path_problem(value);
+
+	if (why)
+		GUC_check_errdetail("%s is %s: use the plain absolute path.", name, why);
+	return why == NULL;
 }
 
 static bool
+check_bpffs_dir(char **newval, void **extra, GucSource source)
+{
+	return check_path_setting("pg_cache_ext.bpffs_dir", *newval);
+}
+
+/* empty: the loader's own cgroup */
+static bool
 check_cgroup(char **newval, void **extra, GucSource source)
 {
-	const char *v = *newval ? *newval : "";
-
-	if (v[0] == '\0')
+	if (*newval == NULL || (*newval)[0] == '\0')
 		return true;
-	if (v[0] != '/' || strstr(v, "/..") != NULL || strlen(v) > MAXPGPATH - 64)
-	{
-		GUC_check_errdetail("pg_cache_ext.cgroup must be empty or an absolute path without \"..\".");
-		return false;
-	}
-	return true;
+	return check_path_setting("pg_cache_ext.cgroup", *newval);
 }
 
 static bool

@@ -26,14 +26,8 @@
 
 #include "pg_cache_ext.h"		/* the BPF/C contract, in bpf/ */
 
-/* pg_cache_ext.mode */
-typedef enum PceMode
-{
-	PCE_MODE_OFF,
-	PCE_MODE_AUTO,
-	PCE_MODE_STOCK,
-	PCE_MODE_CACHE_EXT
-} PceMode;
+/* pg_cache_ext.mode: PceMode and its names, shared with the loader */
+#include "pce_modes.h"
 
 /* pg_cache_ext.scan */
 typedef enum PceSessionScan
