@@ -12,6 +12,7 @@ MODULE_big = pg_cache_ext
 OBJS = \
 	src/pg_cache_ext.o \
 	src/bpf_maps.o \
+	src/status.o \
 	src/registry.o \
 	src/classify.o \
 	src/worker.o \

@@ -13,6 +13,10 @@
  *	  COPY ... TO);
  *	- the session says so: SET pg_cache_ext.scan = on (and never with off).
  *
+ * Background processes that run no hook of ours (autovacuum workers, WAL
+ * senders sending a base backup) are classified here too, by
+ * pce_background_reason(); the background worker applies it.
+ *
  * Statements nest (functions, cursors, COPY (query) TO): the backend stays
  * marked until the outermost marking statement ends.  Each marking
  * statement pushes a frame; the mark is dropped when the last frame is
@@ -30,6 +34,8 @@
 #include "nodes/nodeFuncs.h"
 #include "storage/bufmgr.h"
 #include "tcop/utility.h"
+#include "utils/backend_progress.h"
+#include "utils/backend_status.h"
 #include "utils/rel.h"
 
 #include "pg_cache_ext_int.h"
@@ -386,4 +392,24 @@ pce_classify_init(void)
 	ProcessUtility_hook = pce_ProcessUtility;
 	RegisterXactCallback(pce_xact_callback, NULL);
 	RegisterSubXactCallback(pce_subxact_callback, NULL);
+}
+
+/*
+ * Background processes run no hook of ours; the worker asks this rule, for
+ * each one, which reason (if any) to mark it for: an autovacuum worker
+ * while it vacuums or analyzes, a WAL sender while it sends a base backup.
+ */
+enum pce_reason
+pce_background_reason(const PgBackendStatus *be)
+{
+	if (pce_mode == PCE_MODE_OFF)
+		return PCE_REASON_NONE;
+	if (be->st_backendType == B_AUTOVAC_WORKER && pce_mark_autovacuum &&
+		(be->st_progress_command == PROGRESS_COMMAND_VACUUM ||
+		 be->st_progress_command == PROGRESS_COMMAND_ANALYZE))
+		return PCE_REASON_AUTOVACUUM;
+	if (be->st_backendType == B_WAL_SENDER && pce_mark_basebackup &&
+		be->st_progress_command == PROGRESS_COMMAND_BASEBACKUP)
+		return PCE_REASON_BASEBACKUP;
+	return PCE_REASON_NONE;
 }

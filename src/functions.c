@@ -189,19 +189,21 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	char		worker_status[256];
 	int			worker_pid;
 	bool		maps_ok;
+	PceSettings settings;
 
 	InitMaterializedSRF(fcinfo, 0);
 
+	pce_settings_snapshot(&settings);
 	maps_ok = pce_maps_open(true);
-	mech = pce_current_mechanism(&reason, &info);
+	mech = pce_current_mechanism(&settings, &reason, &info);
 
 	put_text_row(rsinfo, "state", mech != PCE_MECH_NONE ? "active" : "idle");
 	put_text_row(rsinfo, "reason", reason);
-	put_text_row(rsinfo, "mode", pce_mode_name(pce_mode));
+	put_text_row(rsinfo, "mode", pce_mode_name(settings.mode));
 	put_text_row(rsinfo, "mechanism", pce_mechanism_name(mech));
 	uname(&uts);
 	put_text_row(rsinfo, "kernel", uts.release);
-	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_has_cache_ext() ? "yes" : "no");
+	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_btf_has_cache_ext() ? "yes" : "no");
 	put_text_row(rsinfo, "unprivileged_bpf", unprivileged_bpf_note(uts.release, buf, sizeof(buf)));
 	if (info.abi_version == PCE_ABI_VERSION)
 	{

@@ -84,6 +84,14 @@ typedef struct PceScanSlot
 	bool		in_kernel;		/* did the map update succeed? */
 } PceScanSlot;
 
+/* a kernel probe's result, kept in shared memory (0 until probed) */
+typedef enum PceKernelProbe
+{
+	PCE_PROBE_UNKNOWN = 0,
+	PCE_PROBE_NO,
+	PCE_PROBE_YES
+} PceKernelProbe;
+
 typedef struct PceShared
 {
 	LWLock	   *lock;			/* protects slots[] and the worker fields */
@@ -95,6 +103,7 @@ typedef struct PceShared
 	uint64		extents_tracked;	/* evictor gauges, written by the worker */
 	uint64		bytes_tracked;
 	char		worker_status[256];
+	PceKernelProbe btf_has_cache_ext;	/* see pce_kernel_btf_has_cache_ext() */
 	int			nslots;
 	PceScanSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } PceShared;
@@ -129,12 +138,28 @@ extern int	pce_map_delete_mark(__u32 pid);
 extern bool pce_map_has_mark(__u32 pid);
 extern bool pce_map_read_stats(uint64 *out);
 extern bool pce_map_read_loader_info(struct pce_loader_info *out);
-extern bool pce_map_write_knobs(void);
-extern bool pce_kernel_has_cache_ext(void);
+extern bool pce_map_write_knobs(const struct pce_knobs *knobs);
+
+/*
+ * status.c: the settings that reach the evictor and the BPF knobs, taken
+ * once per configuration reload and passed explicitly.
+ */
+typedef struct PceSettings
+{
+	int			mode;			/* PceMode */
+	bool		promote_on_access;
+	int			scan_min_percent;
+	int			scan_budget_mb;
+	int			scan_max_age_s;
+} PceSettings;
+
+extern void pce_settings_snapshot(PceSettings *settings);
+extern void pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs);
+extern bool pce_kernel_btf_has_cache_ext(void);
 extern const char *pce_mode_name(int mode);
 extern const char *pce_mechanism_name(uint32 mech);
-extern enum pce_mechanism pce_current_mechanism(const char **why, struct pce_loader_info *info);
-extern uint64 pce_proc_start_ticks(int pid);
+extern enum pce_mechanism pce_current_mechanism(const PceSettings *settings, const char **why,
+												struct pce_loader_info *info);
 
 /* registry.c */
 extern bool pce_mark_self(enum pce_reason reason, Oid relid);
@@ -143,10 +168,11 @@ extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid reli
 						   Oid userid);
 extern void pce_unmark_other(int pid, int procno);
 extern int	pce_remove_stale_marks(bool sweep_slots);
-extern bool pce_self_marked(void);
 
 /* classify.c */
 extern void pce_classify_init(void);
+struct PgBackendStatus;
+extern enum pce_reason pce_background_reason(const struct PgBackendStatus *be);
 extern const char *const pce_reason_names[PCE_REASON__COUNT];
 
 /* worker.c */

@@ -36,6 +36,7 @@
 
 #include "compat.h"
 #include "pg_cache_ext_int.h"
+#include "pce_proc_stat.h"
 
 static bool self_marked = false;
 static bool exit_callback_registered = false;
@@ -150,12 +151,6 @@ static void
 unmark_at_exit(int code, Datum arg)
 {
 	pce_unmark_self();
-}
-
-bool
-pce_self_marked(void)
-{
-	return self_marked;
 }
 
 /*
