@@ -82,6 +82,15 @@ current_knobs(void)
 }
 
 /*
+ * A knob's value: what the module wrote, or its default from
+ * pg_cache_ext.h while the knobs were never written (abi_version 0).
+ */
+#define KNOB(field) ({ \
+	const struct pce_knobs *k__ = current_knobs(); \
+	(__u32) ((k__ && k__->abi_version != 0) ? k__->field : PCE_KNOB_DEFAULT(field)); \
+})
+
+/*
  * Is the current task the process that was marked, and not a later one that
  * got the same PID after the marked one died without unmarking?  The mark
  * holds the start time as /proc/<pid>/stat shows it: start_boottime in
@@ -103,12 +112,10 @@ task_matches_mark(const struct pce_scan_mark *mark)
 static __always_inline bool
 current_task_is_scan(void)
 {
-	const struct pce_knobs *k = current_knobs();
 	__u32		tid = (__u32) bpf_get_current_pid_tgid();
-
 	struct pce_scan_mark *mark;
 
-	if (k && !k->tracking)
+	if (!KNOB(tracking))
 		return false;
 	mark = bpf_map_lookup_elem(&scan_pids, &tid);
 	if (!mark)

@@ -110,8 +110,15 @@ enum pce_stat
 }
 
 /*
- * Knobs written by the module (from GUCs, at start and at every reload)
- * into the single entry of the knobs array map and read by BPF.
+ * Knobs written by the module (from its settings, at start and at every
+ * reload) into the single entry of the knobs array map and read by BPF.
+ *
+ * Each knob's default is defined once, beside it: the loader writes the
+ * defaults when it creates the map, the BPF programs use them while the
+ * knobs were never written (abi_version 0), and the module's GUCs of the
+ * same name boot with them.  Adding a knob: a field here, its default
+ * below, its GUC (pg_cache_ext.c), PceSettings and pce_knobs_from_settings()
+ * (status.c), and the BPF code that reads it through KNOB() (maps.bpf.h).
  */
 struct pce_knobs
 {
@@ -122,6 +129,27 @@ struct pce_knobs
 									 * cgroup is not drained first */
 	__u32		reserved[4];	/* 0; reserved[0] was a read bypass, removed */
 };
+
+#define PCE_KNOB_DEFAULT_tracking			1
+#define PCE_KNOB_DEFAULT_promote_on_access	1
+#define PCE_KNOB_DEFAULT_scan_min_percent	5
+#define PCE_KNOB_MAX_scan_min_percent		100
+
+/* A knob's default by its field name: PCE_KNOB_DEFAULT(scan_min_percent) */
+#define PCE_KNOB_DEFAULT(field)		PCE_KNOB_DEFAULT_##field
+
+/* The knobs as the loader first writes them. */
+static inline void
+pce_knobs_defaults(struct pce_knobs *k)
+{
+	*k = (struct pce_knobs)
+	{
+		.abi_version = PCE_ABI_VERSION,
+		.tracking = PCE_KNOB_DEFAULT(tracking),
+		.promote_on_access = PCE_KNOB_DEFAULT(promote_on_access),
+		.scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent),
+	};
+}
 
 /*
  * One record in the folio_events ring buffer: a folio a marked PID brought

@@ -169,22 +169,16 @@ struct
 static __always_inline bool
 knob_promote_on_access(void)
 {
-	const struct pce_knobs *k = current_knobs();
-
-	/* Knobs never written (abi_version 0): the default is on. */
-	if (!k || k->abi_version == 0)
-		return true;
-	return k->promote_on_access != 0;
+	return KNOB(promote_on_access) != 0;
 }
 
+/* out of range (not a value the module writes): drain the scan list first */
 static __always_inline u32
 knob_scan_min_percent(void)
 {
-	const struct pce_knobs *k = current_knobs();
+	u32			pct = KNOB(scan_min_percent);
 
-	if (!k || k->abi_version == 0 || k->scan_min_percent > 100)
-		return 0;
-	return k->scan_min_percent;
+	return pct > PCE_KNOB_MAX_scan_min_percent ? 0 : pct;
 }
 
 static __always_inline u64

@@ -142,9 +142,7 @@ int BPF_PROG(on_page_cache_delete, struct folio *folio)
 static __always_inline bool
 promotion_enabled(void)
 {
-	const struct pce_knobs *k = current_knobs();
-
-	return k && k->tracking && k->promote_on_access;
+	return KNOB(tracking) && KNOB(promote_on_access);
 }
 
 /*

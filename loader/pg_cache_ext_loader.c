@@ -326,11 +326,7 @@ init_knobs(struct bpf_map *map)
 
 	if (bpf_map_lookup_elem(fd, &key, &k) == 0 && k.abi_version == PCE_ABI_VERSION)
 		return;
-	memset(&k, 0, sizeof(k));
-	k.abi_version = PCE_ABI_VERSION;
-	k.tracking = 1;
-	k.promote_on_access = 1;
-	k.scan_min_percent = 5;
+	pce_knobs_defaults(&k);
 	if (bpf_map_update_elem(fd, &key, &k, BPF_ANY) != 0)
 		fail("cannot initialise knobs: %s", strerror(errno));
 }

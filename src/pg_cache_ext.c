@@ -48,8 +48,8 @@ bool		pce_mark_basebackup = true;
 int			pce_session_scan = PCE_SCAN_AUTO;
 int			pce_scan_budget_mb = 32;
 int			pce_scan_max_age_s = 60;
-bool		pce_promote_on_access = true;
-int			pce_scan_min_percent = 5;
+bool		pce_promote_on_access = PCE_KNOB_DEFAULT(promote_on_access);
+int			pce_scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent);
 
 PceShared  *pce_shared = NULL;
 
@@ -228,13 +228,15 @@ pce_define_gucs(void)
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("pg_cache_ext.promote_on_access",
-							 "Move a scan page to the main list when a backend that is not scanning touches it (cache_ext).",
-							 NULL, &pce_promote_on_access, true,
+							 "Keep a scan page when a backend that is not scanning touches it (cache_ext: move it "
+							 "to the main list; stock kernel: the evictor does not drop it).",
+							 NULL, &pce_promote_on_access, PCE_KNOB_DEFAULT(promote_on_access),
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("pg_cache_ext.scan_min_percent",
 							"Below this share of the cgroup's pages the scan list is not drained first (cache_ext).",
-							NULL, &pce_scan_min_percent, 5, 0, 100,
+							NULL, &pce_scan_min_percent, PCE_KNOB_DEFAULT(scan_min_percent), 0,
+							PCE_KNOB_MAX_scan_min_percent,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pg_cache_ext");
