@@ -63,16 +63,6 @@ stat_inc(enum pce_stat which)
 		(*counter)++;
 }
 
-static __always_inline void
-stat_add(enum pce_stat which, __u64 n)
-{
-	__u32		key = which;
-	__u64	   *counter = bpf_map_lookup_elem(&stats, &key);
-
-	if (counter)
-		*counter += n;
-}
-
 static __always_inline const struct pce_knobs *
 current_knobs(void)
 {

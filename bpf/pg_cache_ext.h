@@ -81,11 +81,11 @@ enum pce_stat
 {
 	PCE_STAT_FOLIOS_ADDED_SCAN = 0, /* folios inserted by a marked PID */
 	PCE_STAT_FOLIOS_ADDED_OTHER,	/* folios inserted by anyone else */
-	PCE_STAT_EVENTS_LOST,		/* ring buffer full: a scan folio not recorded */
+	PCE_STAT_RECORDS_LOST,		/* ring buffer full: a scan folio not recorded */
 	PCE_STAT_FOLIOS_EVICTED_SCAN,	/* cache_ext: evicted from the scan list */
 	PCE_STAT_FOLIOS_EVICTED_MAIN,	/* cache_ext: evicted from the main list */
 	PCE_STAT_FOLIOS_PROMOTED,	/* scan folio touched by a non-scan task */
-	PCE_STAT_EVICT_UNFILLED,	/* cache_ext: eviction requests not filled */
+	PCE_STAT_EVICT_REQUESTS_UNFILLED,	/* cache_ext: eviction requests not filled */
 	PCE_STAT_UNUSED_7,			/* unused, never counted nor reported: kept so
 								 * that the stats map keeps its layout (was a
 								 * read bypass, removed as unsafe) */
@@ -101,11 +101,11 @@ enum pce_stat
 #define PCE_STAT_NAMES { \
 	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan", \
 	[PCE_STAT_FOLIOS_ADDED_OTHER] = "folios_added_other", \
-	[PCE_STAT_EVENTS_LOST] = "records_lost", \
+	[PCE_STAT_RECORDS_LOST] = "records_lost", \
 	[PCE_STAT_FOLIOS_EVICTED_SCAN] = "folios_evicted_scan", \
 	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main", \
 	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted", \
-	[PCE_STAT_EVICT_UNFILLED] = "evict_requests_unfilled", \
+	[PCE_STAT_EVICT_REQUESTS_UNFILLED] = "evict_requests_unfilled", \
 	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed", \
 }
 
@@ -170,7 +170,7 @@ struct pce_folio_event
 	__u64		index;			/* first page index of the folio */
 	__u32		dev;
 	__u32		nr_pages;
-	__u32		pid;
+	__u32		reserved;		/* 0 (was the PID, never read) */
 	__u32		kind;			/* enum pce_folio_event_kind */
 };
 
@@ -200,7 +200,7 @@ struct pce_loader_info
 {
 	__u32		abi_version;
 	__u32		mechanism;		/* enum pce_mechanism */
-	__u32		kernel_has_cache_ext;
+	__u32		reserved;		/* 0 (was kernel_has_cache_ext, never read) */
 	__u32		loader_pid;
 	__u64		loaded_at_unix;	/* seconds since the epoch */
 	char		cgroup[128];	/* cgroup the policy is attached to, if any */

@@ -379,7 +379,7 @@ void BPF_PROG(pce_evict_folios, struct cache_ext_eviction_ctx *ectx, struct mem_
 		evict_from(scan_list, ectx, memcg);
 	evict_from(main_list, ectx, memcg);
 	if (ectx->nr_folios_to_evict < want)
-		stat_inc(PCE_STAT_EVICT_UNFILLED);
+		stat_inc(PCE_STAT_EVICT_REQUESTS_UNFILLED);
 }
 
 SEC("struct_ops/pce_folio_evicted")

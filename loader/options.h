@@ -20,7 +20,7 @@ struct pce_loader_options
 	const char *cluster_id;
 	const char *bpffs_dir;
 	const char *group;
-	const char *mode;			/* auto, stock, cache_ext, off */
+	const char *mode;			/* a name of bpf/pce_modes.h */
 	const char *cgroup;
 	const char *config_file;	/* default: DATADIR/postgresql.conf */
 	bool		mode_given;		/* --mode / --bpffs-dir on the command line, */

@@ -281,8 +281,8 @@ unpin(const char *name)
 }
 
 static void
-write_loader_info(struct bpf_map *map, enum pce_mechanism mech, bool has_cache_ext,
-				  const char *cgroup, const char *reason)
+write_loader_info(struct bpf_map *map, enum pce_mechanism mech, const char *cgroup,
+				  const char *reason)
 {
 	struct pce_loader_info li;
 	__u32		key = 0;
@@ -290,7 +290,6 @@ write_loader_info(struct bpf_map *map, enum pce_mechanism mech, bool has_cache_e
 	memset(&li, 0, sizeof(li));
 	li.abi_version = PCE_ABI_VERSION;
 	li.mechanism = mech;
-	li.kernel_has_cache_ext = has_cache_ext;
 	li.loader_pid = getpid();
 	li.loaded_at_unix = time(NULL);
 	snprintf(li.cgroup, sizeof(li.cgroup), "%s", cgroup ? cgroup : "");
@@ -538,7 +537,7 @@ decide(struct plan *pl)
 {
 	memset(pl, 0, sizeof(*pl));
 	pl->cgroup_fd = -1;
-	pl->has_cache_ext = pce_kernel_has_cache_ext(pl->has_why, sizeof(pl->has_why));
+	pl->has_cache_ext = pce_kernel_btf_has_cache_ext_ops(pl->has_why, sizeof(pl->has_why));
 	/* mode off is the server's switch, at reload: load as for auto */
 	pl->want_cache_ext = strcmp(opt.mode, "cache_ext") == 0 ||
 		(strcmp(opt.mode, "stock") != 0 && pl->has_cache_ext);
@@ -597,7 +596,7 @@ keep_attached_policy(struct tracker_bpf *tracker, const struct plan *pl)
 		old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, pl->cgroup_name) == 0)
 	{
 		unpin_tracker_links();
-		write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT, pl->has_cache_ext,
+		write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT,
 						  pl->cgroup_name, old.reason);
 		fix_pin_permissions();
 		info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
@@ -626,7 +625,7 @@ install_policy(struct tracker_bpf *tracker, const struct plan *pl, char *reason,
 	if (strcmp(opt.mode, "cache_ext") == 0)
 	{
 		/* explicit request: leave the tracker in place, report failure */
-		write_loader_info(tracker->maps.loader_info, PCE_MECH_STOCK, pl->has_cache_ext, NULL, why);
+		write_loader_info(tracker->maps.loader_info, PCE_MECH_STOCK, NULL, why);
 		fix_pin_permissions();
 		fail("cannot attach the cache_ext policy: %s (the stock-kernel tracker stays active)", why);
 	}
@@ -679,7 +678,7 @@ do_install(const struct plan *pl)
 	if (mech == PCE_MECH_STOCK && promotion_missing[0])
 		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
 				 " (without promotion: %s)", promotion_missing);
-	write_loader_info(tracker->maps.loader_info, mech, pl->has_cache_ext,
+	write_loader_info(tracker->maps.loader_info, mech,
 					  mech == PCE_MECH_CACHE_EXT ? pl->cgroup_name : NULL, reason);
 	fix_pin_permissions();
 	info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pins.shown, opt.group);

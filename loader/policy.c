@@ -121,7 +121,7 @@ capture_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
 /* ------------------------------------------------------------------ */
 
 bool
-pce_kernel_has_cache_ext(char *why, size_t whylen)
+pce_kernel_btf_has_cache_ext_ops(char *why, size_t whylen)
 {
 	struct btf *vmlinux = btf__load_vmlinux_btf();
 	bool		found;

@@ -396,7 +396,7 @@ handle_event(void *ctx, void *data, size_t size)
 		promote_folio(ev);
 	else
 		record_folio(ev);
-	pce_count(PCE_USTAT_EVENTS_READ, 1);
+	pce_count(PCE_USTAT_RECORDS_READ, 1);
 	return 0;
 }
 

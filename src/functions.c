@@ -59,10 +59,10 @@ static const char *const bpf_stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 static const char *const ustat_names[PCE_USTAT__COUNT] = {
 	[PCE_USTAT_MARKS] = "marks",
 	[PCE_USTAT_UNMARKS] = "unmarks",
-	[PCE_USTAT_STALE_REMOVED] = "stale_marks_removed",
+	[PCE_USTAT_STALE_MARKS_REMOVED] = "stale_marks_removed",
 	[PCE_USTAT_MAP_FULL] = "map_full",
 	[PCE_USTAT_MAP_ERRORS] = "map_errors",
-	[PCE_USTAT_EVENTS_READ] = "records_read",
+	[PCE_USTAT_RECORDS_READ] = "records_read",
 	[PCE_USTAT_EXTENTS_DROPPED] = "extents_dropped",
 	[PCE_USTAT_BYTES_DROPPED] = "bytes_dropped",
 	[PCE_USTAT_FILES_NOT_FOUND] = "files_not_found",
@@ -355,86 +355,18 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 
 /* ---- relation residency ---- */
 
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-
-struct pce_cachestat_range
-{
-	uint64		off;
-	uint64		len;
-};
-
-struct pce_cachestat
-{
-	uint64		nr_cache;
-	uint64		nr_dirty;
-	uint64		nr_writeback;
-	uint64		nr_evicted;
-	uint64		nr_recently_evicted;
-};
-
 /*
- * Cached and dirty pages of one open file: cachestat(2) where the kernel has
- * it (6.5+), else mincore() on a mapping (no dirty count then).
+ * Error out unless the current role may read relation relid.  Privileges
+ * are checked first, without a lock: a role that may not read the relation
+ * must not be able to queue behind, or in front of, an AccessExclusiveLock
+ * on it.
  */
-static bool
-file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)
+static void
+check_relation_readable(Oid relid)
 {
-	struct pce_cachestat_range range = {0, 0};
-	struct pce_cachestat cs;
-	long		pagesz = sysconf(_SC_PAGESIZE);
-
-	if (syscall(__NR_cachestat, fd, &range, &cs, 0) == 0)
-	{
-		*cached += cs.nr_cache * pagesz;
-		*dirty += cs.nr_dirty * pagesz;
-		*method = "cachestat";
-		return true;
-	}
-	if (size > 0)
-	{
-		size_t		npages = (size + pagesz - 1) / pagesz;
-		unsigned char *vec;
-		void	   *addr = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-
-		if (addr == MAP_FAILED)
-			return false;
-		vec = palloc(npages);
-		if (mincore(addr, size, vec) == 0)
-			for (size_t i = 0; i < npages; i++)
-				if (vec[i] & 1)
-					*cached += pagesz;
-		pfree(vec);
-		munmap(addr, size);
-	}
-	*method = "mincore";
-	return true;
-}
-
-Datum
-cache_ext_relation_cache(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Relation	rel;
-	char	   *base;
-	uint64		total = 0,
-				cached = 0,
-				dirty = 0;
-	const char *method = "cachestat";
-	Datum		values[5];
-	bool		nulls[5] = {0};
 	AclResult	aclresult;
 	bool		is_missing = false;
 
-	InitMaterializedSRF(fcinfo, 0);
-
-	/*
-	 * Privileges first, without a lock: a role that may not read the
-	 * relation must not be able to queue behind, or in front of, an
-	 * AccessExclusiveLock on it.
-	 */
 	aclresult = pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &is_missing);
 	if (is_missing)
 		ereport(ERROR,
@@ -450,6 +382,25 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 					 errmsg("relation with OID %u does not exist", relid)));
 		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)), relname);
 	}
+}
+
+Datum
+cache_ext_relation_cache(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	rel;
+	char	   *base;
+	uint64		total = 0,
+				cached = 0,
+				dirty = 0;
+	const char *method = "cachestat";
+	Datum		values[5];
+	bool		nulls[5] = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	check_relation_readable(relid);
 
 	rel = try_relation_open(relid, AccessShareLock);
 	if (rel == NULL)
@@ -478,7 +429,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 		if (fstat(fd, &st) == 0)
 		{
 			total += st.st_size;
-			file_residency(fd, st.st_size, &cached, &dirty, &method);
+			pce_file_residency(fd, st.st_size, &cached, &dirty, &method);
 		}
 		close(fd);
 	}

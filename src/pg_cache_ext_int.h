@@ -3,15 +3,20 @@
  * pg_cache_ext_int.h
  *		Declarations shared by the files of the pg_cache_ext module.
  *
- * The module has four parts:
+ * The module's files:
  *	pg_cache_ext.c	_PG_init, every GUC, shared memory
- *	bpf_maps.c		opening the pinned BPF maps and talking to them
+ *	bpf_maps.c		map transport: opening the pins, reading and writing maps
+ *	status.c		settings snapshot, knobs from it, mechanism in force,
+ *					kernel probe
  *	registry.c		marking/unmarking PIDs (kernel map + shared-memory mirror)
- *	classify.c		executor and utility hooks: what counts as a scan
+ *	classify.c		executor and utility hooks: what counts as a scan; the
+ *					rule for background processes
+ *	scan_commands.c	the utility-command names of pg_cache_ext.scan_commands
  *	worker.c		the background worker: stale marks, autovacuum and base
  *					backup marks, knobs, and the stock-kernel evictor
  *	evictor.c		stock-kernel evictor: scan folios kept within a budget
  *	functions.c		the SQL-callable functions
+ *	cachestat.c		the cachestat() system call (page cache residency)
  *
  *-------------------------------------------------------------------------
  */
@@ -60,10 +65,10 @@ typedef enum PceUstat
 {
 	PCE_USTAT_MARKS = 0,
 	PCE_USTAT_UNMARKS,
-	PCE_USTAT_STALE_REMOVED,
+	PCE_USTAT_STALE_MARKS_REMOVED,
 	PCE_USTAT_MAP_FULL,
 	PCE_USTAT_MAP_ERRORS,
-	PCE_USTAT_EVENTS_READ,
+	PCE_USTAT_RECORDS_READ,
 	PCE_USTAT_EXTENTS_DROPPED,
 	PCE_USTAT_BYTES_DROPPED,
 	PCE_USTAT_FILES_NOT_FOUND,
@@ -178,6 +183,10 @@ extern const char *const pce_reason_names[PCE_REASON__COUNT];
 /* worker.c */
 extern void pce_worker_register(void);
 PGDLLEXPORT void pce_worker_main(Datum arg);
+
+/* cachestat.c */
+extern bool pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty,
+							   const char **method);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

@@ -278,7 +278,7 @@ pce_remove_stale_marks(bool sweep_slots)
 			removed++;
 	}
 	if (removed > 0)
-		pce_count(PCE_USTAT_STALE_REMOVED, removed);
+		pce_count(PCE_USTAT_STALE_MARKS_REMOVED, removed);
 	if (slots)
 		pfree(slots);
 
