@@ -316,6 +316,24 @@ s32 BPF_PROG(pce_init, struct mem_cgroup *memcg)
 	return 0;
 }
 
+/*
+ * Put a folio at the tail of list which and remember it there.  A folio
+ * that cannot be remembered is taken off again: untracked folios are left
+ * to the kernel's own LRU.
+ */
+static __always_inline void
+list_folio(struct folio *folio, u32 which)
+{
+	if (bpf_cache_ext_list_add_tail(which == PCE_LIST_SCAN ? scan_list : main_list, folio) != 0)
+		return;
+	if (!remember_folio(folio, which))
+	{
+		bpf_cache_ext_list_del(folio);
+		return;
+	}
+	list_count_add(which, 1);
+}
+
 SEC("struct_ops/pce_folio_added")
 void BPF_PROG(pce_folio_added, struct folio *folio)
 {
@@ -323,15 +341,7 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
 
 	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
-	if (bpf_cache_ext_list_add_tail(which == PCE_LIST_SCAN ? scan_list : main_list, folio) != 0)
-		return;
-	if (!remember_folio(folio, which))
-	{
-		/* untracked folios are left to the kernel's own LRU */
-		bpf_cache_ext_list_del(folio);
-		return;
-	}
-	list_count_add(which, 1);
+	list_folio(folio, which);
 }
 
 SEC("struct_ops/pce_folio_accessed")
@@ -358,14 +368,7 @@ void BPF_PROG(pce_folio_accessed, struct folio *folio)
 		return;
 	}
 	/* cached before the policy was attached: adopt it into the main list */
-	if (bpf_cache_ext_list_add_tail(main_list, folio) != 0)
-		return;
-	if (!remember_folio(folio, PCE_LIST_MAIN))
-	{
-		bpf_cache_ext_list_del(folio);
-		return;
-	}
-	list_count_add(PCE_LIST_MAIN, 1);
+	list_folio(folio, PCE_LIST_MAIN);
 }
 
 SEC("struct_ops/pce_evict_folios")

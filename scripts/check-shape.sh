@@ -2,9 +2,10 @@
 # check-shape.sh: no function in src/ or loader/ longer than 80 lines.
 #
 # A function is a top-level brace block whose opening line follows a line
-# ending in ')' (a definition); declarative tables (initializers after '=')
-# are not functions and are not counted.  Prints every function over the
-# limit with file, line and length; exits 1 if there is one.
+# ending in ')' (a definition); its length runs from the line with its name
+# to its closing brace.  Declarative tables (initializers after '=') are not
+# functions and are not counted.  Prints every function over the limit with
+# file, line and length; exits 1 if there is one.
 #
 # Usage: scripts/check-shape.sh [max-lines] [files...]
 set -u
@@ -29,7 +30,7 @@ FNR == 1 { depth = 0; prev = ""; infunc = 0 }
 	gsub(/\/\*([^*]|\*+[^*\/])*\*+\//, "", line)
 	if (line ~ /\/\*/) { sub(/\/\*.*/, "", line); incomment = 1 }
 	if (depth == 0 && line ~ /^\{/ && prev ~ /\)[ \t]*$/) {
-		infunc = 1; start = FNR; name = prevname
+		infunc = 1; start = prevline; name = prevname
 	}
 	n = gsub(/\{/, "{", line); depth += n
 	n = gsub(/\}/, "}", line); depth -= n
@@ -45,6 +46,7 @@ FNR == 1 { depth = 0; prev = ""; infunc = 0 }
 		prev = line
 		if (depth == 0 && match(line, /[A-Za-z_][A-Za-z_0-9]*[ \t]*\(/)) {
 			prevname = substr(line, RSTART, RLENGTH)
+			prevline = FNR
 			sub(/[ \t]*\($/, "", prevname)
 		}
 	}

@@ -157,10 +157,11 @@ pce_shmem_startup(void)
 }
 
 /*
- * Every GUC of the module, in one place.
+ * Every GUC of the module, in one place: what is loaded and where, what
+ * marks a backend, and how scan pages are evicted.
  */
 static void
-pce_define_gucs(void)
+define_mechanism_gucs(void)
 {
 	DefineCustomEnumVariable("pg_cache_ext.mode",
 							 "Which eviction mechanism to use: " PCE_MODE_CHOICES ".",
@@ -181,7 +182,11 @@ pce_define_gucs(void)
 							   "Empty: the cgroup the loader runs in (the cluster's systemd unit).",
 							   &pce_cgroup, "",
 							   PGC_POSTMASTER, 0, check_cgroup, NULL, NULL);
+}
 
+static void
+define_marking_gucs(void)
+{
 	/*
 	 * The default is PostgreSQL's own bulk-read rule: a relation larger than
 	 * a quarter of shared_buffers is read through a ring buffer.
@@ -215,7 +220,12 @@ pce_define_gucs(void)
 							 "Mark this session's statements as scans: auto (by rule), on (always) or off (never).",
 							 NULL, &pce_session_scan, PCE_SCAN_AUTO, session_scan_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+}
 
+/* the knobs among these reach BPF through status.c (PceSettings) */
+static void
+define_eviction_gucs(void)
+{
 	DefineCustomIntVariable("pg_cache_ext.scan_budget",
 							"Page cache that pages brought in by scans may hold (stock-kernel mechanism).",
 							NULL, &pce_scan_budget_mb, 32, 1, 1024 * 1024,
@@ -238,7 +248,14 @@ pce_define_gucs(void)
 							NULL, &pce_scan_min_percent, PCE_KNOB_DEFAULT(scan_min_percent), 0,
 							PCE_KNOB_MAX_scan_min_percent,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+}
 
+static void
+pce_define_gucs(void)
+{
+	define_mechanism_gucs();
+	define_marking_gucs();
+	define_eviction_gucs();
 	MarkGUCPrefixReserved("pg_cache_ext");
 }
 
