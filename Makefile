@@ -119,7 +119,7 @@ prove-installcheck:
 # ---------------------------------------------------------------------
 # Fuzzers (libFuzzer, clang): every parser of outside input
 # ---------------------------------------------------------------------
-FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iloader
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iloader -Ibpf
 FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options fuzz/fuzz_loader_config
 
 fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_commands.h

@@ -33,26 +33,47 @@
 #define PCE_FOLIO_EVENTS_BYTES	(8 * 1024 * 1024)
 
 /*
- * Why a PID is marked.  Stored in the map value and reported by
- * cache_ext_scans(); keep in step with pce_reason_names[] in src/.
+ * Why a PID is marked: every reason, its name, and whether it is a utility
+ * command of pg_cache_ext.scan_commands (whose word is the reason's name).
+ * The one table of reasons and commands: the enum below, the names that
+ * cache_ext_scans() and cache_ext_stats() show, the scan_commands parser,
+ * its help and error text are all made from it.  The enum's values are
+ * stored in the scan-PID map: add a reason at the end (before TEST is fine
+ * only with a PCE_ABI_VERSION bump).
+ *
+ * X(symbol, name, is_command)
  */
+#define PCE_REASON_TABLE(X) \
+	X(NONE, "none", 0) \
+	X(SEQSCAN, "seqscan", 0)	/* a large SeqScan / BitmapHeapScan / TidRangeScan */ \
+	X(VACUUM, "vacuum", 1) \
+	X(ANALYZE, "analyze", 1) \
+	X(CREATE_INDEX, "create_index", 1) \
+	X(REINDEX, "reindex", 1) \
+	X(CLUSTER, "cluster", 1) \
+	X(REFRESH_MATVIEW, "refresh_matview", 1) \
+	X(COPY_TO, "copy_to", 1) \
+	X(AUTOVACUUM, "autovacuum", 0) \
+	X(BASEBACKUP, "basebackup", 0) \
+	X(SESSION, "session", 0)	/* SET pg_cache_ext.scan = on */ \
+	X(TEST, "test", 0)			/* marked by a test tool, not by PostgreSQL */
+
+#define PCE_REASON_ENUM_ENTRY(sym, name, is_command) PCE_REASON_##sym,
 enum pce_reason
 {
-	PCE_REASON_NONE = 0,
-	PCE_REASON_SEQSCAN,			/* plan has a large SeqScan / BitmapHeapScan / TidRangeScan */
-	PCE_REASON_VACUUM,
-	PCE_REASON_ANALYZE,
-	PCE_REASON_CREATE_INDEX,
-	PCE_REASON_REINDEX,
-	PCE_REASON_CLUSTER,
-	PCE_REASON_REFRESH_MATVIEW,
-	PCE_REASON_COPY_TO,
-	PCE_REASON_AUTOVACUUM,
-	PCE_REASON_BASEBACKUP,
-	PCE_REASON_SESSION,			/* SET pg_cache_ext.scan = on */
-	PCE_REASON_TEST,			/* marked by the test tool, not by PostgreSQL */
+	PCE_REASON_TABLE(PCE_REASON_ENUM_ENTRY)
 	PCE_REASON__COUNT
 };
+#undef PCE_REASON_ENUM_ENTRY
+
+/* The names: an initializer for a const char *[PCE_REASON__COUNT] in user space. */
+#define PCE_REASON_NAME_ENTRY(sym, name, is_command) [PCE_REASON_##sym] = name,
+#define PCE_REASON_NAMES { PCE_REASON_TABLE(PCE_REASON_NAME_ENTRY) }
+
+/* A utility command's bit in a pg_cache_ext.scan_commands mask, by reason. */
+#define PCE_CMD_BIT(reason)		(1 << (reason))
+#define PCE_CMD_BIT_IF_COMMAND(sym, name, is_command) | ((is_command) ? PCE_CMD_BIT(PCE_REASON_##sym) : 0)
+#define PCE_CMD_ALL				(0 PCE_REASON_TABLE(PCE_CMD_BIT_IF_COMMAND))
 
 /*
  * Value of the scan-PID map, keyed by the __u32 thread id the kernel sees

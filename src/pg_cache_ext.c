@@ -187,6 +187,11 @@ define_mechanism_gucs(void)
 static void
 define_marking_gucs(void)
 {
+	/* GUC keeps the pointer: static, and made from the table once */
+	static char scan_commands_help[320];
+
+	snprintf(scan_commands_help, sizeof(scan_commands_help),
+			 "Comma-separated list of: %s; or all, or none.", pce_scan_command_words());
 	/*
 	 * The default is PostgreSQL's own bulk-read rule: a relation larger than
 	 * a quarter of shared_buffers is read through a ring buffer.
@@ -200,8 +205,7 @@ define_marking_gucs(void)
 
 	DefineCustomStringVariable("pg_cache_ext.scan_commands",
 							   "Utility commands that mark the backend as scanning.",
-							   "Comma-separated list of: vacuum, analyze, create_index, reindex, "
-							   "cluster, refresh_matview, copy_to; or all, or none.",
+							   scan_commands_help,
 							   &pce_scan_commands, "all",
 							   PGC_USERSET, GUC_LIST_INPUT,
 							   check_scan_commands, assign_scan_commands, NULL);
@@ -298,8 +302,8 @@ check_scan_commands(char **newval, void **extra, GucSource source)
 	if (mask < 0)
 	{
 		if (bad[0])
-			GUC_check_errdetail("Unrecognized command \"%s\": use vacuum, analyze, create_index, "
-								"reindex, cluster, refresh_matview, copy_to, all or none.", bad);
+			GUC_check_errdetail("Unrecognized command \"%s\": use %s, all or none.",
+								bad, pce_scan_command_words());
 		else
 			GUC_check_errdetail("List syntax is invalid.");
 		return false;
