@@ -34,9 +34,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
-#include <linux/magic.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -46,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "pg_cache_ext_int.h"
+#include "pce_bpffs.h"
 
 typedef struct PceMap
 {
@@ -122,17 +121,18 @@ pce_maps_error(void)
 static void
 diagnose(const char *path, int err)
 {
-	struct statfs fs;
 	struct stat st;
 	char		parent[MAXPGPATH];
-	char	   *slash;
+	int			parent_fd;
+	bool		on_bpffs;
 
-	strlcpy(parent, pce_bpffs_dir, sizeof(parent));
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent)
-		*slash = '\0';
+	pce_bpffs_parent(pce_bpffs_dir, parent, sizeof(parent));
+	parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	on_bpffs = parent_fd >= 0 && pce_fd_on_bpffs(parent_fd);
+	if (parent_fd >= 0)
+		close(parent_fd);
 
-	if (statfs(parent, &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
+	if (!on_bpffs)
 		snprintf(error_reason, sizeof(error_reason),
 				 "bpffs is not mounted at %s (mount -t bpf bpf %s, then run pg_cache_ext_loader)",
 				 parent, parent);
