@@ -484,6 +484,38 @@ pce_map_has_mark(__u32 pid)
 	return bpf_map_lookup_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid, &mark) == 0;
 }
 
+/*
+ * Call visit for every mark in the scan-PID map (at most PCE_MAX_SCAN_PIDS,
+ * in the map's order), until it returns false; visit must not change the
+ * map.  Returns how many marks were visited, or -1 without maps.
+ */
+int
+pce_map_walk_marks(PceMarkVisitor visit, void *arg)
+{
+	int			fd;
+	__u32		key,
+				next,
+			   *prev = NULL;
+	int			n = 0;
+
+	if (!pce_maps_open(false))
+		return -1;
+	fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
+	while (n < PCE_MAX_SCAN_PIDS && bpf_map_get_next_key(fd, prev, &next) == 0)
+	{
+		struct pce_scan_mark mark;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &mark) != 0)
+			continue;			/* deleted meanwhile */
+		n++;
+		if (visit && !visit(key, &mark, arg))
+			break;
+	}
+	return n;
+}
+
 /* Sum the per-CPU counters into out[PCE_STAT__COUNT]. */
 bool
 pce_map_read_stats(uint64 *out)

@@ -30,7 +30,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <bpf/bpf.h>
 
 #include "access/relation.h"
 #include "catalog/pg_authid.h"
@@ -93,24 +92,6 @@ put_count_row(ReturnSetInfo *rsinfo, const char *name, uint64 value)
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum((int64) value);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-}
-
-static int
-count_kernel_marks(void)
-{
-	int			fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
-	__u32		key,
-				next,
-			   *prev = NULL;
-	int			n = 0;
-
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0 && n < PCE_MAX_SCAN_PIDS)
-	{
-		n++;
-		key = next;
-		prev = &key;
-	}
-	return n;
 }
 
 /*
@@ -218,7 +199,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	put_text_row(rsinfo, "promotion", promotion_note(mech));
 	if (maps_ok)
 	{
-		snprintf(buf, sizeof(buf), "%d", count_kernel_marks());
+		snprintf(buf, sizeof(buf), "%d", Max(pce_map_walk_marks(NULL, NULL), 0));
 		put_text_row(rsinfo, "kernel_map_entries", buf);
 	}
 	else

@@ -141,6 +141,8 @@ extern uint64 pce_maps_generation(void);
 extern int	pce_map_update_mark(__u32 pid, const struct pce_scan_mark *mark);
 extern int	pce_map_delete_mark(__u32 pid);
 extern bool pce_map_has_mark(__u32 pid);
+typedef bool (*PceMarkVisitor) (__u32 pid, const struct pce_scan_mark *mark, void *arg);
+extern int	pce_map_walk_marks(PceMarkVisitor visit, void *arg);
 extern bool pce_map_read_stats(uint64 *out);
 extern bool pce_map_read_loader_info(struct pce_loader_info *out);
 extern bool pce_map_write_knobs(const struct pce_knobs *knobs);
