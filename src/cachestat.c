@@ -36,20 +36,38 @@ struct pce_cachestat
 };
 
 /*
+ * cachestat(2) on len bytes of fd from off (len 0: to the end of the file):
+ * how many of those pages are cached, how many dirty.  False where the
+ * kernel lacks the call (before 6.5).
+ */
+bool
+pce_cachestat(int fd, uint64 off, uint64 len, uint64 *nr_cache, uint64 *nr_dirty)
+{
+	struct pce_cachestat_range range = {off, len};
+	struct pce_cachestat cs;
+
+	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
+		return false;
+	*nr_cache = cs.nr_cache;
+	*nr_dirty = cs.nr_dirty;
+	return true;
+}
+
+/*
  * Cached and dirty pages of one open file: cachestat(2) where the kernel has
  * it (6.5+), else mincore() on a mapping (no dirty count then).
  */
 bool
 pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)
 {
-	struct pce_cachestat_range range = {0, 0};
-	struct pce_cachestat cs;
+	uint64		nr_cache,
+				nr_dirty;
 	long		pagesz = sysconf(_SC_PAGESIZE);
 
-	if (syscall(__NR_cachestat, fd, &range, &cs, 0) == 0)
+	if (pce_cachestat(fd, 0, 0, &nr_cache, &nr_dirty))
 	{
-		*cached += cs.nr_cache * pagesz;
-		*dirty += cs.nr_dirty * pagesz;
+		*cached += nr_cache * pagesz;
+		*dirty += nr_dirty * pagesz;
 		*method = "cachestat";
 		return true;
 	}

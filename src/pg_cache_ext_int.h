@@ -187,6 +187,7 @@ extern void pce_worker_register(void);
 PGDLLEXPORT void pce_worker_main(Datum arg);
 
 /* cachestat.c */
+extern bool pce_cachestat(int fd, uint64 off, uint64 len, uint64 *nr_cache, uint64 *nr_dirty);
 extern bool pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty,
 							   const char **method);
 
