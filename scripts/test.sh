@@ -13,9 +13,14 @@
 #   6. a summary line "N passed, N failed, N skipped"; exit 1 on any failure
 #
 # PCE_TESTS="t/001_foundation.pl ..." runs only those TAP tests.
+#
+# Run by hand (or by .ci/run), it runs every lane through scripts/lanes.sh:
+# this suite on the host's PostgreSQL, and PostgreSQL 17 and 18 in chroots
+# (PCE_LANES="15" for the host alone); lanes.sh runs it again per lane.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
+[ -n "${PCE_IN_LANE:-}" ] || exec bash scripts/lanes.sh
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "test.sh: run as root (the loader and the memory cgroups need it)" >&2
@@ -24,8 +29,8 @@ fi
 bash scripts/setup.sh || { echo "test.sh: setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 BINDIR=$(pg_config --bindir)
-WORK=/var/tmp/pce-test
-PORT=55432
+WORK=${PCE_WORK:-/var/tmp/pce-test}
+PORT=${PCE_PORT:-55432}
 HELPER=/usr/local/libexec/pg_cache_ext-test-root-helper
 LOG=$WORK/regress-output.log
 TAPLOG=$WORK/tap-output.log
@@ -99,8 +104,9 @@ else
 fi
 
 # ---- summary ----
-regress_ok=$(grep -cE ' \.\.\. ok ' "$LOG" || true)
-regress_failed=$(grep -cE ' \.\.\. FAILED' "$LOG" || true)
+# pg_regress prints "test x ... ok" up to 15, "ok 1 - x" from 16 on
+regress_ok=$(grep -cE ' \.\.\. ok |^ok [0-9]+ ' "$LOG" || true)
+regress_failed=$(grep -cE ' \.\.\. FAILED|^not ok [0-9]+ ' "$LOG" || true)
 tap_ok=$(grep -cE '^ *ok [0-9]+( - |$)' "$TAPLOG" || true)
 tap_skipped=$(grep -ciE '^ *ok [0-9]+ # skip|^t/.* skipped: ' "$TAPLOG" || true)
 tap_failed=$(grep -cE '^ *not ok [0-9]+' "$TAPLOG" || true)

@@ -184,22 +184,10 @@ classify_plan(QueryDesc *queryDesc, int eflags)
 		push_frame(queryDesc, PCE_REASON_SEQSCAN, size.largest_relid);
 }
 
-/* 18 lets ExecutorStart report that a cached plan went stale */
-#if PG_VERSION_NUM >= 180000
-static bool
-pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
-{
-	bool		plan_valid;
-
-	if (prev_ExecutorStart)
-		plan_valid = prev_ExecutorStart(queryDesc, eflags);
-	else
-		plan_valid = standard_ExecutorStart(queryDesc, eflags);
-	if (plan_valid)
-		classify_plan(queryDesc, eflags);
-	return plan_valid;
-}
-#else
+/*
+ * ExecutorStart returns void on every supported version (18's development
+ * cycle made it return bool for a while; 18 as released returns void).
+ */
 static void
 pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
@@ -209,7 +197,6 @@ pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 	classify_plan(queryDesc, eflags);
 }
-#endif
 
 static void
 pce_ExecutorEnd(QueryDesc *queryDesc)
@@ -296,18 +283,10 @@ utility_reason(Node *parsetree, Oid *relid)
 	return PCE_REASON_NONE;
 }
 
-/* 14 added readOnlyTree to the utility hook */
-#if PG_VERSION_NUM >= 140000
 #define UTILITY_PARAMS PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
 	ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *queryEnv, \
 	DestReceiver *dest, QueryCompletion *qc
 #define UTILITY_ARGS pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
-#else
-#define UTILITY_PARAMS PlannedStmt *pstmt, const char *queryString, \
-	ProcessUtilityContext context, ParamListInfo params, QueryEnvironment *queryEnv, \
-	DestReceiver *dest, QueryCompletion *qc
-#define UTILITY_ARGS pstmt, queryString, context, params, queryEnv, dest, qc
-#endif
 
 static void
 next_ProcessUtility(UTILITY_PARAMS)

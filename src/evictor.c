@@ -11,7 +11,15 @@
  * add up to more than pg_cache_ext.scan_budget, or are older than
  * pg_cache_ext.scan_max_age, the oldest are dropped with
  * posix_fadvise(POSIX_FADV_DONTNEED).  The kernel skips dirty pages in
- * that call (it starts their writeback instead), so nothing is lost.
+ * that call (it starts their writeback instead), so nothing is lost.  It
+ * also leaves folios that are in use at that moment: locked while
+ * readahead reads them in, or referenced while the scan copies them out.
+ * With a large readahead window (read_ahead_kb of several MB, large
+ * folios) and a fast reader, the oldest extent can be the one the scan is
+ * reading; its pages would stay cached, no longer tracked.  So after the
+ * call we ask the kernel (cachestat) whether the extent's pages are gone,
+ * and if not, keep the extent and try again at the next round (a few times
+ * at most), without dropping newer extents meanwhile.
  *
  * A promotion record says that a task that is not scanning has touched a
  * folio a scan brought in: those pages are marked kept in their extent, no
@@ -31,6 +39,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -51,6 +60,28 @@
 #define EXTENT_MAX_BYTES	(1024 * 1024)
 /* ... nor beyond this many pages (the size of its bitmap of kept pages) */
 #define EXTENT_MAX_PAGES	256
+/* times an extent whose pages are still cached after a drop is retried */
+#define DROP_RETRIES		5
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
+/* cachestat(2)'s arguments (linux/mman.h, 6.5) */
+typedef struct CachestatRange
+{
+	uint64		off;
+	uint64		len;
+} CachestatRange;
+
+typedef struct Cachestat
+{
+	uint64		nr_cache;
+	uint64		nr_dirty;
+	uint64		nr_writeback;
+	uint64		nr_evicted;
+	uint64		nr_recently_evicted;
+} Cachestat;
 
 typedef struct FileKey
 {
@@ -68,6 +99,7 @@ typedef struct Extent
 	uint32		nkept;			/* pages promoted: never dropped */
 	uint64		kept[EXTENT_MAX_PAGES / 64];	/* which ones */
 	TimestampTz born;
+	int			retries;		/* drops that left pages cached */
 } Extent;
 
 /*
@@ -261,8 +293,29 @@ drop_pages(int fd, const Extent *ext, uint32 first, uint32 count)
 	return true;
 }
 
-/* Drop the pages of ext that were not promoted, and forget it. */
-static void
+/*
+ * Does the page cache still hold pages of ext other than the kept ones?
+ * False where cachestat(2) is missing (kernels before 6.5): no retries.
+ */
+static bool
+extent_still_cached(int fd, const Extent *ext)
+{
+	CachestatRange range;
+	Cachestat	cs;
+
+	range.off = ext->start * page_size;
+	range.len = (uint64) ext->npages * page_size;
+	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
+		return false;
+	return cs.nr_cache > ext->nkept;
+}
+
+/*
+ * Drop the pages of ext that were not promoted, and forget it; or, if some
+ * are still cached (being read in or copied out right now), keep it for a
+ * retry and return false.
+ */
+static bool
 drop_extent(Extent *ext)
 {
 	int			fd = open_tracked_file(&ext->file);
@@ -288,10 +341,17 @@ drop_extent(Extent *ext)
 				page++;
 			ok &= drop_pages(fd, ext, run_start, page - run_start);
 		}
+		if (ok && ext->retries < DROP_RETRIES && extent_still_cached(fd, ext))
+		{
+			ext->retries++;
+			close(fd);
+			return false;
+		}
 		pce_count(ok ? PCE_USTAT_EXTENTS_DROPPED : PCE_USTAT_DROP_ERRORS, 1);
 		close(fd);
 	}
 	forget_extent(ext);
+	return true;
 }
 
 /*
@@ -479,7 +539,14 @@ pce_evictor_enforce(void)
 
 		if (tracked_pages <= budget_pages && !too_old)
 			break;
-		drop_extent(oldest);
+
+		/*
+		 * Pages still cached after the drop are being read right now: stop
+		 * here rather than drop newer extents, which the reader has not
+		 * reached yet; the next round tries again.
+		 */
+		if (!drop_extent(oldest))
+			break;
 	}
 	publish_gauges();
 }

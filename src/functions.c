@@ -140,11 +140,11 @@ mglru_enabled(void)
 
 /* Are scan pages that other backends use kept (promoted)?  If not, why. */
 static const char *
-promotion_note(enum pce_mechanism mech)
+promotion_note(enum pce_mechanism mech, const PceSettings *settings)
 {
 	if (mech == PCE_MECH_NONE)
 		return NULL;
-	if (!pce_promote_on_access)
+	if (!settings->promote_on_access)
 		return "off (pg_cache_ext.promote_on_access)";
 	if (mech == PCE_MECH_CACHE_EXT)
 		return "on: the policy moves a scan folio that another task touches to its main list";
@@ -196,7 +196,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 		put_text_row(rsinfo, "loader", "not reachable");
 	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
 	put_text_row(rsinfo, "cgroup", info.cgroup[0] ? info.cgroup : NULL);
-	put_text_row(rsinfo, "promotion", promotion_note(mech));
+	put_text_row(rsinfo, "promotion", promotion_note(mech, &settings));
 	if (maps_ok)
 	{
 		snprintf(buf, sizeof(buf), "%d", Max(pce_map_walk_marks(NULL, NULL), 0));
@@ -237,6 +237,7 @@ cache_ext_stats(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	uint64		bpf_stats[PCE_STAT__COUNT];
 	char		name[64];
+	PceSettings settings;
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -257,7 +258,8 @@ cache_ext_stats(PG_FUNCTION_ARGS)
 	put_count_row(rsinfo, "extents_tracked", pce_shared->extents_tracked);
 	put_count_row(rsinfo, "bytes_tracked", pce_shared->bytes_tracked);
 	LWLockRelease(pce_shared->lock);
-	put_count_row(rsinfo, "budget_bytes", (uint64) pce_scan_budget_mb * 1024 * 1024);
+	pce_settings_snapshot(&settings);
+	put_count_row(rsinfo, "budget_bytes", (uint64) settings.scan_budget_mb * 1024 * 1024);
 	return (Datum) 0;
 }
 
@@ -371,7 +373,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(0);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Relation	rel;
-	char	   *base;
+	char		base[MAXPGPATH];
 	uint64		total = 0,
 				cached = 0,
 				dirty = 0;
@@ -393,7 +395,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("relation \"%s\" has no storage", RelationGetRelationName(rel))));
 
-	base = relpathbackend(PCE_REL_FILE(rel), rel->rd_backend, MAIN_FORKNUM);
+	pce_relpath(base, sizeof(base), PCE_REL_FILE(rel), rel->rd_backend, MAIN_FORKNUM);
 	for (int segno = 0;; segno++)
 	{
 		char		path[MAXPGPATH];

@@ -53,9 +53,7 @@ int			pce_scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent);
 
 PceShared  *pce_shared = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* the modes' names are the loader's too (bpf/pce_modes.h) */
@@ -90,13 +88,7 @@ static bool check_cgroup(char **newval, void **extra, GucSource source);
 static int
 pce_nslots(void)
 {
-#if PG_VERSION_NUM >= 150000
 	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-#else
-	/* MaxBackends is not computed yet when _PG_init requests memory */
-	return MaxConnections + autovacuum_max_workers + 1 + max_worker_processes +
-		max_wal_senders + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-#endif
 }
 
 static Size
@@ -108,10 +100,8 @@ pce_shmem_size(void)
 static void
 pce_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	RequestAddinShmemSpace(pce_shmem_size());
 	RequestNamedLWLockTranche("pg_cache_ext", 1);
 }
@@ -308,8 +298,8 @@ check_scan_commands(char **newval, void **extra, GucSource source)
 			GUC_check_errdetail("List syntax is invalid.");
 		return false;
 	}
-	/* GUC frees extra with free(), so it must come from malloc() */
-	result = (int *) malloc(sizeof(int));
+	/* the GUC machinery frees extra: see pce_guc_malloc() in compat.h */
+	result = (int *) pce_guc_malloc(sizeof(int));
 	if (!result)
 		return false;
 	*result = mask;
@@ -334,13 +324,8 @@ _PG_init(void)
 
 	pce_define_gucs();
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = pce_shmem_request;
-#else
-	/* before 15, requests are made directly from _PG_init */
-	pce_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pce_shmem_startup;
 

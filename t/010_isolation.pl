@@ -34,12 +34,14 @@ my $big_bytes = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
 cmp_ok($big_bytes, '>', $limit, 'scanned table is larger than the cgroup limit');
 cmp_ok($big_bytes, '>', 4 * $budget_mb * 1024 * 1024, 'scanned table is four times the budget');
 
-my ($ok, $cg) = root('cgroup-create', 'isolation', $limit);
+# named per run: the lanes of two checkouts may run at the same time
+my $cgname = "isolation-$$";
+my ($ok, $cg) = root('cgroup-create', $cgname, $limit);
 ok($ok, 'memory cgroup created') or BAIL_OUT('no memory cgroup');
 chomp $cg;
 my $postmaster = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
 my @pids = ($postmaster, split ' ', `pgrep -P $postmaster`);
-root('cgroup-move', 'isolation', @pids);
+root('cgroup-move', $cgname, @pids);
 
 sub cached_fraction
 {
@@ -55,14 +57,23 @@ sub cached_mb
 		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
 }
 
-# Wait until the worker has caught up with the tracker's records.
+# Wait until the worker has caught up with the tracker: it has read every
+# record the tracker sent (a fast scan can end before the worker's next
+# wake-up, and pages whose records are still in the ring buffer are cached
+# but not yet tracked, so not yet dropped) and holds no more than the budget.
 sub settle
 {
-	wait_until(sub {
-		$node->safe_psql('postgres',
-			"SELECT (SELECT value FROM cache_ext_stats() WHERE name = 'bytes_tracked') <= $budget_mb * 1048576")
-		  eq 't'
+	my $ok = wait_until(sub {
+		$node->safe_psql('postgres', qq{
+			SELECT s.records_read >= s.folios_added_scan + s.folios_promoted
+			   AND s.bytes_tracked <= $budget_mb * 1048576
+			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS folios_added_scan,
+			             sum(value) FILTER (WHERE name = 'folios_promoted') AS folios_promoted,
+			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
+			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS bytes_tracked
+			      FROM cache_ext_stats()) s}) eq 't'
 	}, 10);
+	note('the worker did not catch up with the tracker within 10 s') if !$ok;
 	usleep(300_000);
 }
 
@@ -94,7 +105,7 @@ sub read_hot_until_cached
 # What the test cgroup and the machine held, for a failure's report.
 sub diag_memory
 {
-	my (undef, $stat) = root('cgroup-stat', 'isolation');
+	my (undef, $stat) = root('cgroup-stat', $cgname);
 	diag("memory.stat of the test cgroup:\n" . join("\n", grep { /^(total_)?(cache|rss|shmem|file|anon|active_file|inactive_file|file_dirty|file_writeback|dirty|writeback) / } split /\n/, $stat // ''));
 	diag("cache_ext_stats(): " . $node->safe_psql('postgres',
 		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats()"));
@@ -111,26 +122,32 @@ sub round_with
 	my $hot_before = read_hot_until_cached();
 	cmp_ok($hot_before, '>=', 0.99, "$label: hot table fully cached before")
 	  or diag_memory();
+	note("$label: big table cached before: " . cached_mb('big') . " MB");
 	$node->safe_psql('postgres', $work);
 	settle();
+	note("$label: stats after: " . $node->safe_psql('postgres',
+		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() WHERE name ~ '^(folios_added|folios_promoted|records_read|bytes_tracked|bytes_promoted|extents_dropped|bytes_dropped)'"));
 	return (cached_fraction('hot'), cached_mb('big'));
 }
 
 my $scan = 'SELECT count(*) FROM big';
 my ($hot, $big) = round_with('auto', 'scan, extension on', $scan);
 cmp_ok($hot, '>=', 0.95, "scan, extension on: hot table still >= 95% cached ($hot)") or diag_memory();
-cmp_ok($big, '<=', $budget_mb + $extent_mb, "scan, extension on: big table holds <= budget + one extent (${big} MB)");
+cmp_ok($big, "<=", $budget_mb + $extent_mb, "scan, extension on: big table holds <= budget + one extent (${big} MB)")
+  or diag_memory();
 
 ($hot, $big) = round_with('off', 'scan, extension off', $scan);
 cmp_ok($hot, '<', 0.95, "scan, extension off: hot table pushed out ($hot), so the test can fail");
 
 ($hot, $big) = round_with('auto', 'VACUUM', 'VACUUM (DISABLE_PAGE_SKIPPING) big');
 cmp_ok($hot, '>=', 0.95, "VACUUM, extension on: hot table still >= 95% cached ($hot)");
-cmp_ok($big, '<=', $budget_mb + $extent_mb, "VACUUM, extension on: big table <= budget + one extent (${big} MB)");
+cmp_ok($big, "<=", $budget_mb + $extent_mb, "VACUUM, extension on: big table <= budget + one extent (${big} MB)")
+  or diag_memory();
 
 ($hot, $big) = round_with('auto', 'COPY TO', "COPY big TO '/dev/null'");
 cmp_ok($hot, '>=', 0.95, "COPY TO, extension on: hot table still >= 95% cached ($hot)");
-cmp_ok($big, '<=', $budget_mb + $extent_mb, "COPY TO, extension on: big table <= budget + one extent (${big} MB)");
+cmp_ok($big, "<=", $budget_mb + $extent_mb, "COPY TO, extension on: big table <= budget + one extent (${big} MB)")
+  or diag_memory();
 
 my $dropped = stat_value($node, 'bytes_dropped');
 cmp_ok($dropped, '>', 100 * 1024 * 1024, "the evictor dropped scan pages ($dropped bytes)");
@@ -174,6 +191,6 @@ my $log = slurp_file($node->logfile);
 unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
 
 $node->stop;
-root('cgroup-destroy', 'isolation');
+root('cgroup-destroy', $cgname);
 unload_bpf($node);
 done_testing();

@@ -37,6 +37,10 @@ sub new_node
 	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pg_cache_ext'")
 	  if $preload;
 	$node->append_conf('postgresql.conf', "shared_buffers = 16MB\n");
+	# 18 reads through I/O worker processes by default (io_method = worker),
+	# and the tracker sees the worker, not the marked backend: the README
+	# tells users to set io_method = sync or io_uring, and so do the tests
+	$node->append_conf('postgresql.conf', "io_method = sync\n") if $node->pg_version >= 18;
 	$node->append_conf('postgresql.conf', "$_ = $conf{$_}") for sort keys %conf;
 	return $node;
 }
