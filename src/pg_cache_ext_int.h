@@ -196,7 +196,7 @@ extern bool pce_evictor_start(void);
 extern void pce_evictor_stop(void);
 extern int	pce_evictor_fd(void);
 extern void pce_evictor_poll(void);
-extern void pce_evictor_enforce(void);
+extern void pce_evictor_enforce(const PceSettings *settings);
 extern void pce_evictor_forget_all(void);
 
 #endif							/* PG_CACHE_EXT_MODULE_H */
