@@ -94,41 +94,37 @@ struct pce_scan_mark
 };
 
 /*
- * Counters kept by the BPF programs, in a per-CPU array indexed by this
- * enum.  Both mechanisms use the same layout; a mechanism leaves the
- * counters it has no use for at zero.
+ * Counters kept by the BPF programs, in a per-CPU array indexed by enum
+ * pce_stat.  Both mechanisms use the same layout; a mechanism leaves the
+ * counters it has no use for at zero.  One line per counter: its enum
+ * symbol is PCE_STAT_ and its name (as cache_ext_stats() and the loader's
+ * --show print it) in capitals.  An unused counter has no name (NULL):
+ * readers skip it.  Add a counter at the end (the map's layout).
+ *
+ * X(symbol, name)
  */
+#define PCE_STAT_TABLE(X) \
+	X(FOLIOS_ADDED_SCAN, "folios_added_scan")		/* inserted by a marked PID */ \
+	X(FOLIOS_ADDED_OTHER, "folios_added_other")	/* inserted by anyone else */ \
+	X(RECORDS_LOST, "records_lost")		/* ring buffer full: a scan folio not recorded */ \
+	X(FOLIOS_EVICTED_SCAN, "folios_evicted_scan")	/* cache_ext: from the scan list */ \
+	X(FOLIOS_EVICTED_MAIN, "folios_evicted_main")	/* cache_ext: from the main list */ \
+	X(FOLIOS_PROMOTED, "folios_promoted")	/* scan folio touched by a non-scan task */ \
+	X(EVICT_REQUESTS_UNFILLED, "evict_requests_unfilled")	/* cache_ext */ \
+	X(UNUSED_7, 0)	/* never counted: keeps the layout (was a read bypass, removed as unsafe) */ \
+	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */
+
+#define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat
 {
-	PCE_STAT_FOLIOS_ADDED_SCAN = 0, /* folios inserted by a marked PID */
-	PCE_STAT_FOLIOS_ADDED_OTHER,	/* folios inserted by anyone else */
-	PCE_STAT_RECORDS_LOST,		/* ring buffer full: a scan folio not recorded */
-	PCE_STAT_FOLIOS_EVICTED_SCAN,	/* cache_ext: evicted from the scan list */
-	PCE_STAT_FOLIOS_EVICTED_MAIN,	/* cache_ext: evicted from the main list */
-	PCE_STAT_FOLIOS_PROMOTED,	/* scan folio touched by a non-scan task */
-	PCE_STAT_EVICT_REQUESTS_UNFILLED,	/* cache_ext: eviction requests not filled */
-	PCE_STAT_UNUSED_7,			/* unused, never counted nor reported: kept so
-								 * that the stats map keeps its layout (was a
-								 * read bypass, removed as unsafe) */
-	PCE_STAT_FOLIOS_REMOVED,	/* folios removed from the cache (any list) */
+	PCE_STAT_TABLE(PCE_STAT_ENUM_ENTRY)
 	PCE_STAT__COUNT
 };
+#undef PCE_STAT_ENUM_ENTRY
 
-/*
- * The counters' names, as cache_ext_stats() and the loader's --show print
- * them: an initializer for a const char *[PCE_STAT__COUNT] in user space.
- * An unused counter has no name (NULL): readers skip it.
- */
-#define PCE_STAT_NAMES { \
-	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan", \
-	[PCE_STAT_FOLIOS_ADDED_OTHER] = "folios_added_other", \
-	[PCE_STAT_RECORDS_LOST] = "records_lost", \
-	[PCE_STAT_FOLIOS_EVICTED_SCAN] = "folios_evicted_scan", \
-	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main", \
-	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted", \
-	[PCE_STAT_EVICT_REQUESTS_UNFILLED] = "evict_requests_unfilled", \
-	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed", \
-}
+/* The names: an initializer for a const char *[PCE_STAT__COUNT] in user space. */
+#define PCE_STAT_NAME_ENTRY(sym, name) [PCE_STAT_##sym] = name,
+#define PCE_STAT_NAMES { PCE_STAT_TABLE(PCE_STAT_NAME_ENTRY) }
 
 /*
  * Knobs written by the module (from its settings, at start and at every

@@ -55,19 +55,9 @@ PG_FUNCTION_INFO_V1(cache_ext_relation_cache);
 
 static const char *const bpf_stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
-static const char *const ustat_names[PCE_USTAT__COUNT] = {
-	[PCE_USTAT_MARKS] = "marks",
-	[PCE_USTAT_UNMARKS] = "unmarks",
-	[PCE_USTAT_STALE_MARKS_REMOVED] = "stale_marks_removed",
-	[PCE_USTAT_MAP_FULL] = "map_full",
-	[PCE_USTAT_MAP_ERRORS] = "map_errors",
-	[PCE_USTAT_RECORDS_READ] = "records_read",
-	[PCE_USTAT_EXTENTS_DROPPED] = "extents_dropped",
-	[PCE_USTAT_BYTES_DROPPED] = "bytes_dropped",
-	[PCE_USTAT_FILES_NOT_FOUND] = "files_not_found",
-	[PCE_USTAT_DROP_ERRORS] = "drop_errors",
-	[PCE_USTAT_BYTES_PROMOTED] = "bytes_promoted",
-};
+#define USTAT_NAME_ENTRY(sym, name) [PCE_USTAT_##sym] = name,
+static const char *const ustat_names[PCE_USTAT__COUNT] = {PCE_USTAT_TABLE(USTAT_NAME_ENTRY)};
+#undef USTAT_NAME_ENTRY
 
 static void
 put_text_row(ReturnSetInfo *rsinfo, const char *name, const char *value)

@@ -59,23 +59,28 @@ extern int	pce_scan_min_percent;
 
 /*
  * Counters kept by the module itself (the BPF programs keep theirs in the
- * stats map).  Names in pce_ustat_names[] in functions.c.
+ * stats map): X(symbol, name as cache_ext_stats() shows it).
  */
+#define PCE_USTAT_TABLE(X) \
+	X(MARKS, "marks") \
+	X(UNMARKS, "unmarks") \
+	X(STALE_MARKS_REMOVED, "stale_marks_removed") \
+	X(MAP_FULL, "map_full") \
+	X(MAP_ERRORS, "map_errors") \
+	X(RECORDS_READ, "records_read") \
+	X(EXTENTS_DROPPED, "extents_dropped") \
+	X(BYTES_DROPPED, "bytes_dropped") \
+	X(FILES_NOT_FOUND, "files_not_found") \
+	X(DROP_ERRORS, "drop_errors") \
+	X(BYTES_PROMOTED, "bytes_promoted")
+
+#define PCE_USTAT_ENUM_ENTRY(sym, name) PCE_USTAT_##sym,
 typedef enum PceUstat
 {
-	PCE_USTAT_MARKS = 0,
-	PCE_USTAT_UNMARKS,
-	PCE_USTAT_STALE_MARKS_REMOVED,
-	PCE_USTAT_MAP_FULL,
-	PCE_USTAT_MAP_ERRORS,
-	PCE_USTAT_RECORDS_READ,
-	PCE_USTAT_EXTENTS_DROPPED,
-	PCE_USTAT_BYTES_DROPPED,
-	PCE_USTAT_FILES_NOT_FOUND,
-	PCE_USTAT_DROP_ERRORS,
-	PCE_USTAT_BYTES_PROMOTED,
+	PCE_USTAT_TABLE(PCE_USTAT_ENUM_ENTRY)
 	PCE_USTAT__COUNT
 } PceUstat;
+#undef PCE_USTAT_ENUM_ENTRY
 
 /* One marked backend, for cache_ext_scans(); indexed by pgprocno. */
 typedef struct PceScanSlot
