@@ -12,11 +12,13 @@ MODULE_big = pg_cache_ext
 OBJS = \
 	src/pg_cache_ext.o \
 	src/bpf_maps.o \
+	src/status.o \
 	src/registry.o \
 	src/classify.o \
 	src/worker.o \
 	src/evictor.o \
 	src/functions.o \
+	src/cachestat.o \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext
@@ -43,7 +45,7 @@ CLANG ?= clang
 BPFTOOL ?= bpftool
 BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Wno-unused-function -I$(srcdir)/bpf
 BPF_HEADERS = bpf/vmlinux.h bpf/pg_cache_ext.h bpf/maps.bpf.h
-BPF_OBJS = bpf/tracker.bpf.o $(if $(wildcard bpf/policy.bpf.c),bpf/policy.bpf.o)
+BPF_OBJS = bpf/tracker.bpf.o bpf/policy.bpf.o
 
 bpf/vmlinux.h:
 	@if [ -r /sys/kernel/btf/vmlinux ]; then \
@@ -63,40 +65,34 @@ bpf/%.skel.h: bpf/%.bpf.o
 # ---------------------------------------------------------------------
 # The loader (runs as root) and test tools
 # ---------------------------------------------------------------------
+# headers of bpf/ that user space shares (the contract, modes, paths, /proc)
+SHARED_HEADERS = bpf/pg_cache_ext.h $(wildcard bpf/pce_*.h)
 LOADER = loader/pg_cache_ext_loader
 LOADER_SRCS = $(wildcard loader/*.c)
 LOADER_CFLAGS = -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -Ibpf -Iloader
 LOADER_LIBS = -lbpf -lelf -lz
 
-$(LOADER): $(LOADER_SRCS) $(wildcard loader/*.h) bpf/tracker.skel.h bpf/pg_cache_ext.h $(BPF_OBJS)
+# the loader embeds both BPF objects through their skeletons
+$(LOADER): $(LOADER_SRCS) $(wildcard loader/*.h) bpf/tracker.skel.h bpf/policy.skel.h $(SHARED_HEADERS) $(BPF_OBJS)
 	$(CC) $(LOADER_CFLAGS) -o $@ $(LOADER_SRCS) $(LOADER_LIBS)
 
-TEST_TOOLS = $(if $(wildcard test/check_policy_object.c),test/check_policy_object)
-TEST_TOOLS += test/pce_fill_map
-test/pce_fill_map: test/pce_fill_map.c bpf/pg_cache_ext.h
+# the lab's tools (test/lab/run-lab-test.sh builds them on demand too)
+TEST_TOOLS = test/check_policy_object test/pce_fill_map test/pce_policy_tool test/pce_mark_self
+test/pce_fill_map: test/pce_fill_map.c $(SHARED_HEADERS)
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
 test/check_policy_object: test/check_policy_object.c
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
-# --- cache_ext policy (issue 4) ----------------------------------------
-# The loader embeds the policy object through its skeleton (loader/policy.c
-# includes policy.skel.h).  The lab test tools are built on demand by
-# test/lab/run-lab-test.sh and by this rule.
-ifneq ($(wildcard bpf/policy.bpf.c),)
-$(LOADER): bpf/policy.skel.h
-TEST_TOOLS += test/pce_policy_tool test/pce_mark_self
-endif
 POLICY_TOOL_SRCS = loader/policy.c loader/pins.c loader/safe_open.c
 test/pce_policy_tool: test/pce_policy_tool.c $(POLICY_TOOL_SRCS) loader/policy.h bpf/policy.skel.h bpf/pg_cache_ext.h
 	$(CC) $(LOADER_CFLAGS) -o $@ test/pce_policy_tool.c $(POLICY_TOOL_SRCS) $(LOADER_LIBS)
 test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
-# --- end cache_ext policy ----------------------------------------------
 
 all: $(BPF_OBJS) $(LOADER) $(TEST_TOOLS)
 
-$(OBJS): bpf/pg_cache_ext.h src/pg_cache_ext_int.h
+$(OBJS): $(SHARED_HEADERS) src/pg_cache_ext_int.h
 
 install: install-loader
 install-loader: $(LOADER)
@@ -123,7 +119,7 @@ prove-installcheck:
 # ---------------------------------------------------------------------
 # Fuzzers (libFuzzer, clang): every parser of outside input
 # ---------------------------------------------------------------------
-FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iloader
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iloader -Ibpf
 FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options fuzz/fuzz_loader_config
 
 fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_commands.h

@@ -63,16 +63,6 @@ stat_inc(enum pce_stat which)
 		(*counter)++;
 }
 
-static __always_inline void
-stat_add(enum pce_stat which, __u64 n)
-{
-	__u32		key = which;
-	__u64	   *counter = bpf_map_lookup_elem(&stats, &key);
-
-	if (counter)
-		*counter += n;
-}
-
 static __always_inline const struct pce_knobs *
 current_knobs(void)
 {
@@ -80,6 +70,15 @@ current_knobs(void)
 
 	return bpf_map_lookup_elem(&knobs, &key);
 }
+
+/*
+ * A knob's value: what the module wrote, or its default from
+ * pg_cache_ext.h while the knobs were never written (abi_version 0).
+ */
+#define KNOB(field) ({ \
+	const struct pce_knobs *k__ = current_knobs(); \
+	(__u32) ((k__ && k__->abi_version != 0) ? k__->field : PCE_KNOB_DEFAULT(field)); \
+})
 
 /*
  * Is the current task the process that was marked, and not a later one that
@@ -103,12 +102,10 @@ task_matches_mark(const struct pce_scan_mark *mark)
 static __always_inline bool
 current_task_is_scan(void)
 {
-	const struct pce_knobs *k = current_knobs();
 	__u32		tid = (__u32) bpf_get_current_pid_tgid();
-
 	struct pce_scan_mark *mark;
 
-	if (k && !k->tracking)
+	if (!KNOB(tracking))
 		return false;
 	mark = bpf_map_lookup_elem(&scan_pids, &tid);
 	if (!mark)

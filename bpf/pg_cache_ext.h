@@ -33,26 +33,47 @@
 #define PCE_FOLIO_EVENTS_BYTES	(8 * 1024 * 1024)
 
 /*
- * Why a PID is marked.  Stored in the map value and reported by
- * cache_ext_scans(); keep in step with pce_reason_names[] in src/.
+ * Why a PID is marked: every reason, its name, and whether it is a utility
+ * command of pg_cache_ext.scan_commands (whose word is the reason's name).
+ * The one table of reasons and commands: the enum below, the names that
+ * cache_ext_scans() and cache_ext_stats() show, the scan_commands parser,
+ * its help and error text are all made from it.  The enum's values are
+ * stored in the scan-PID map: add a reason at the end (before TEST is fine
+ * only with a PCE_ABI_VERSION bump).
+ *
+ * X(symbol, name, is_command)
  */
+#define PCE_REASON_TABLE(X) \
+	X(NONE, "none", 0) \
+	X(SEQSCAN, "seqscan", 0)	/* a large SeqScan / BitmapHeapScan / TidRangeScan */ \
+	X(VACUUM, "vacuum", 1) \
+	X(ANALYZE, "analyze", 1) \
+	X(CREATE_INDEX, "create_index", 1) \
+	X(REINDEX, "reindex", 1) \
+	X(CLUSTER, "cluster", 1) \
+	X(REFRESH_MATVIEW, "refresh_matview", 1) \
+	X(COPY_TO, "copy_to", 1) \
+	X(AUTOVACUUM, "autovacuum", 0) \
+	X(BASEBACKUP, "basebackup", 0) \
+	X(SESSION, "session", 0)	/* SET pg_cache_ext.scan = on */ \
+	X(TEST, "test", 0)			/* marked by a test tool, not by PostgreSQL */
+
+#define PCE_REASON_ENUM_ENTRY(sym, name, is_command) PCE_REASON_##sym,
 enum pce_reason
 {
-	PCE_REASON_NONE = 0,
-	PCE_REASON_SEQSCAN,			/* plan has a large SeqScan / BitmapHeapScan / TidRangeScan */
-	PCE_REASON_VACUUM,
-	PCE_REASON_ANALYZE,
-	PCE_REASON_CREATE_INDEX,
-	PCE_REASON_REINDEX,
-	PCE_REASON_CLUSTER,
-	PCE_REASON_REFRESH_MATVIEW,
-	PCE_REASON_COPY_TO,
-	PCE_REASON_AUTOVACUUM,
-	PCE_REASON_BASEBACKUP,
-	PCE_REASON_SESSION,			/* SET pg_cache_ext.scan = on */
-	PCE_REASON_TEST,			/* marked by the test tool, not by PostgreSQL */
+	PCE_REASON_TABLE(PCE_REASON_ENUM_ENTRY)
 	PCE_REASON__COUNT
 };
+#undef PCE_REASON_ENUM_ENTRY
+
+/* The names: an initializer for a const char *[PCE_REASON__COUNT] in user space. */
+#define PCE_REASON_NAME_ENTRY(sym, name, is_command) [PCE_REASON_##sym] = name,
+#define PCE_REASON_NAMES { PCE_REASON_TABLE(PCE_REASON_NAME_ENTRY) }
+
+/* A utility command's bit in a pg_cache_ext.scan_commands mask, by reason. */
+#define PCE_CMD_BIT(reason)		(1 << (reason))
+#define PCE_CMD_BIT_IF_COMMAND(sym, name, is_command) | ((is_command) ? PCE_CMD_BIT(PCE_REASON_##sym) : 0)
+#define PCE_CMD_ALL				(0 PCE_REASON_TABLE(PCE_CMD_BIT_IF_COMMAND))
 
 /*
  * Value of the scan-PID map, keyed by the __u32 thread id the kernel sees
@@ -73,45 +94,48 @@ struct pce_scan_mark
 };
 
 /*
- * Counters kept by the BPF programs, in a per-CPU array indexed by this
- * enum.  Both mechanisms use the same layout; a mechanism leaves the
- * counters it has no use for at zero.
+ * Counters kept by the BPF programs, in a per-CPU array indexed by enum
+ * pce_stat.  Both mechanisms use the same layout; a mechanism leaves the
+ * counters it has no use for at zero.  One line per counter: its enum
+ * symbol is PCE_STAT_ and its name (as cache_ext_stats() and the loader's
+ * --show print it) in capitals.  An unused counter has no name (NULL):
+ * readers skip it.  Add a counter at the end (the map's layout).
+ *
+ * X(symbol, name)
  */
+#define PCE_STAT_TABLE(X) \
+	X(FOLIOS_ADDED_SCAN, "folios_added_scan")		/* inserted by a marked PID */ \
+	X(FOLIOS_ADDED_OTHER, "folios_added_other")	/* inserted by anyone else */ \
+	X(RECORDS_LOST, "records_lost")		/* ring buffer full: a scan folio not recorded */ \
+	X(FOLIOS_EVICTED_SCAN, "folios_evicted_scan")	/* cache_ext: from the scan list */ \
+	X(FOLIOS_EVICTED_MAIN, "folios_evicted_main")	/* cache_ext: from the main list */ \
+	X(FOLIOS_PROMOTED, "folios_promoted")	/* scan folio touched by a non-scan task */ \
+	X(EVICT_REQUESTS_UNFILLED, "evict_requests_unfilled")	/* cache_ext */ \
+	X(UNUSED_7, 0)	/* never counted: keeps the layout (was a read bypass, removed as unsafe) */ \
+	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */
+
+#define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat
 {
-	PCE_STAT_FOLIOS_ADDED_SCAN = 0, /* folios inserted by a marked PID */
-	PCE_STAT_FOLIOS_ADDED_OTHER,	/* folios inserted by anyone else */
-	PCE_STAT_EVENTS_LOST,		/* ring buffer full: a scan folio not recorded */
-	PCE_STAT_FOLIOS_EVICTED_SCAN,	/* cache_ext: evicted from the scan list */
-	PCE_STAT_FOLIOS_EVICTED_MAIN,	/* cache_ext: evicted from the main list */
-	PCE_STAT_FOLIOS_PROMOTED,	/* scan folio touched by a non-scan task */
-	PCE_STAT_EVICT_UNFILLED,	/* cache_ext: eviction requests not filled */
-	PCE_STAT_UNUSED_7,			/* unused, never counted nor reported: kept so
-								 * that the stats map keeps its layout (was a
-								 * read bypass, removed as unsafe) */
-	PCE_STAT_FOLIOS_REMOVED,	/* folios removed from the cache (any list) */
+	PCE_STAT_TABLE(PCE_STAT_ENUM_ENTRY)
 	PCE_STAT__COUNT
 };
+#undef PCE_STAT_ENUM_ENTRY
+
+/* The names: an initializer for a const char *[PCE_STAT__COUNT] in user space. */
+#define PCE_STAT_NAME_ENTRY(sym, name) [PCE_STAT_##sym] = name,
+#define PCE_STAT_NAMES { PCE_STAT_TABLE(PCE_STAT_NAME_ENTRY) }
 
 /*
- * The counters' names, as cache_ext_stats() and the loader's --show print
- * them: an initializer for a const char *[PCE_STAT__COUNT] in user space.
- * An unused counter has no name (NULL): readers skip it.
- */
-#define PCE_STAT_NAMES { \
-	[PCE_STAT_FOLIOS_ADDED_SCAN] = "folios_added_scan", \
-	[PCE_STAT_FOLIOS_ADDED_OTHER] = "folios_added_other", \
-	[PCE_STAT_EVENTS_LOST] = "records_lost", \
-	[PCE_STAT_FOLIOS_EVICTED_SCAN] = "folios_evicted_scan", \
-	[PCE_STAT_FOLIOS_EVICTED_MAIN] = "folios_evicted_main", \
-	[PCE_STAT_FOLIOS_PROMOTED] = "folios_promoted", \
-	[PCE_STAT_EVICT_UNFILLED] = "evict_requests_unfilled", \
-	[PCE_STAT_FOLIOS_REMOVED] = "folios_removed", \
-}
-
-/*
- * Knobs written by the module (from GUCs, at start and at every reload)
- * into the single entry of the knobs array map and read by BPF.
+ * Knobs written by the module (from its settings, at start and at every
+ * reload) into the single entry of the knobs array map and read by BPF.
+ *
+ * Each knob's default is defined once, beside it: the loader writes the
+ * defaults when it creates the map, the BPF programs use them while the
+ * knobs were never written (abi_version 0), and the module's GUCs of the
+ * same name boot with them.  Adding a knob: a field here, its default
+ * below, its GUC (pg_cache_ext.c), PceSettings and pce_knobs_from_settings()
+ * (status.c), and the BPF code that reads it through KNOB() (maps.bpf.h).
  */
 struct pce_knobs
 {
@@ -122,6 +146,27 @@ struct pce_knobs
 									 * cgroup is not drained first */
 	__u32		reserved[4];	/* 0; reserved[0] was a read bypass, removed */
 };
+
+#define PCE_KNOB_DEFAULT_tracking			1
+#define PCE_KNOB_DEFAULT_promote_on_access	1
+#define PCE_KNOB_DEFAULT_scan_min_percent	5
+#define PCE_KNOB_MAX_scan_min_percent		100
+
+/* A knob's default by its field name: PCE_KNOB_DEFAULT(scan_min_percent) */
+#define PCE_KNOB_DEFAULT(field)		PCE_KNOB_DEFAULT_##field
+
+/* The knobs as the loader first writes them. */
+static inline void
+pce_knobs_defaults(struct pce_knobs *k)
+{
+	*k = (struct pce_knobs)
+	{
+		.abi_version = PCE_ABI_VERSION,
+		.tracking = PCE_KNOB_DEFAULT(tracking),
+		.promote_on_access = PCE_KNOB_DEFAULT(promote_on_access),
+		.scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent),
+	};
+}
 
 /*
  * One record in the folio_events ring buffer: a folio a marked PID brought
@@ -142,7 +187,7 @@ struct pce_folio_event
 	__u64		index;			/* first page index of the folio */
 	__u32		dev;
 	__u32		nr_pages;
-	__u32		pid;
+	__u32		reserved;		/* 0 (was the PID, never read) */
 	__u32		kind;			/* enum pce_folio_event_kind */
 };
 
@@ -172,7 +217,7 @@ struct pce_loader_info
 {
 	__u32		abi_version;
 	__u32		mechanism;		/* enum pce_mechanism */
-	__u32		kernel_has_cache_ext;
+	__u32		reserved;		/* 0 (was kernel_has_cache_ext, never read) */
 	__u32		loader_pid;
 	__u64		loaded_at_unix;	/* seconds since the epoch */
 	char		cgroup[128];	/* cgroup the policy is attached to, if any */

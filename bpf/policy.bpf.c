@@ -169,22 +169,16 @@ struct
 static __always_inline bool
 knob_promote_on_access(void)
 {
-	const struct pce_knobs *k = current_knobs();
-
-	/* Knobs never written (abi_version 0): the default is on. */
-	if (!k || k->abi_version == 0)
-		return true;
-	return k->promote_on_access != 0;
+	return KNOB(promote_on_access) != 0;
 }
 
+/* out of range (not a value the module writes): drain the scan list first */
 static __always_inline u32
 knob_scan_min_percent(void)
 {
-	const struct pce_knobs *k = current_knobs();
+	u32			pct = KNOB(scan_min_percent);
 
-	if (!k || k->abi_version == 0 || k->scan_min_percent > 100)
-		return 0;
-	return k->scan_min_percent;
+	return pct > PCE_KNOB_MAX_scan_min_percent ? 0 : pct;
 }
 
 static __always_inline u64
@@ -322,6 +316,24 @@ s32 BPF_PROG(pce_init, struct mem_cgroup *memcg)
 	return 0;
 }
 
+/*
+ * Put a folio at the tail of list which and remember it there.  A folio
+ * that cannot be remembered is taken off again: untracked folios are left
+ * to the kernel's own LRU.
+ */
+static __always_inline void
+list_folio(struct folio *folio, u32 which)
+{
+	if (bpf_cache_ext_list_add_tail(which == PCE_LIST_SCAN ? scan_list : main_list, folio) != 0)
+		return;
+	if (!remember_folio(folio, which))
+	{
+		bpf_cache_ext_list_del(folio);
+		return;
+	}
+	list_count_add(which, 1);
+}
+
 SEC("struct_ops/pce_folio_added")
 void BPF_PROG(pce_folio_added, struct folio *folio)
 {
@@ -329,15 +341,7 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
 
 	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
-	if (bpf_cache_ext_list_add_tail(which == PCE_LIST_SCAN ? scan_list : main_list, folio) != 0)
-		return;
-	if (!remember_folio(folio, which))
-	{
-		/* untracked folios are left to the kernel's own LRU */
-		bpf_cache_ext_list_del(folio);
-		return;
-	}
-	list_count_add(which, 1);
+	list_folio(folio, which);
 }
 
 SEC("struct_ops/pce_folio_accessed")
@@ -364,14 +368,7 @@ void BPF_PROG(pce_folio_accessed, struct folio *folio)
 		return;
 	}
 	/* cached before the policy was attached: adopt it into the main list */
-	if (bpf_cache_ext_list_add_tail(main_list, folio) != 0)
-		return;
-	if (!remember_folio(folio, PCE_LIST_MAIN))
-	{
-		bpf_cache_ext_list_del(folio);
-		return;
-	}
-	list_count_add(PCE_LIST_MAIN, 1);
+	list_folio(folio, PCE_LIST_MAIN);
 }
 
 SEC("struct_ops/pce_evict_folios")
@@ -385,7 +382,7 @@ void BPF_PROG(pce_evict_folios, struct cache_ext_eviction_ctx *ectx, struct mem_
 		evict_from(scan_list, ectx, memcg);
 	evict_from(main_list, ectx, memcg);
 	if (ectx->nr_folios_to_evict < want)
-		stat_inc(PCE_STAT_EVICT_UNFILLED);
+		stat_inc(PCE_STAT_EVICT_REQUESTS_UNFILLED);
 }
 
 SEC("struct_ops/pce_folio_evicted")

@@ -91,7 +91,7 @@ send_folio_event(struct folio *folio, enum pce_folio_event_kind kind)
 	ev = bpf_ringbuf_reserve(&folio_events, sizeof(*ev), 0);
 	if (!ev)
 	{
-		stat_inc(PCE_STAT_EVENTS_LOST);
+		stat_inc(PCE_STAT_RECORDS_LOST);
 		return;
 	}
 	host = BPF_CORE_READ(folio, mapping, host);
@@ -99,7 +99,7 @@ send_folio_event(struct folio *folio, enum pce_folio_event_kind kind)
 	ev->dev = BPF_CORE_READ(host, i_sb, s_dev);
 	ev->index = BPF_CORE_READ(folio, index);
 	ev->nr_pages = folio_pages(folio);
-	ev->pid = (__u32) bpf_get_current_pid_tgid();
+	ev->reserved = 0;
 	ev->kind = kind;
 	bpf_ringbuf_submit(ev, 0);
 }
@@ -142,9 +142,7 @@ int BPF_PROG(on_page_cache_delete, struct folio *folio)
 static __always_inline bool
 promotion_enabled(void)
 {
-	const struct pce_knobs *k = current_knobs();
-
-	return k && k->tracking && k->promote_on_access;
+	return KNOB(tracking) && KNOB(promote_on_access);
 }
 
 /*

@@ -22,7 +22,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(value, data, size);
 	value[size] = '\0';
 	mask = pce_parse_scan_commands(value, bad, sizeof(bad));
-	if (mask < -1 || mask > 0x7f)
+	if (mask < -1 || (mask > 0 && (mask & ~PCE_CMD_ALL) != 0))
 		abort();
 	if (mask == -1 && strnlen(bad, sizeof(bad)) >= sizeof(bad))
 		abort();

@@ -36,8 +36,7 @@ pce_path_option_problem(const char *path)
 bool
 pce_valid_mode(const char *mode)
 {
-	return strcmp(mode, "auto") == 0 || strcmp(mode, "stock") == 0 ||
-		strcmp(mode, "cache_ext") == 0 || strcmp(mode, "off") == 0;
+	return pce_mode_canonical(mode) != NULL;
 }
 
 /* A path option that breaks the shared rule (bpf/pce_paths.h): say which and why. */
@@ -58,7 +57,7 @@ validate_options(const struct pce_loader_options *opt, char *err, size_t errlen)
 {
 	if (!pce_valid_mode(opt->mode))
 	{
-		snprintf(err, errlen, "invalid --mode \"%.64s\": use auto, stock, cache_ext or off", opt->mode);
+		snprintf(err, errlen, "invalid --mode \"%.64s\": use " PCE_MODE_CHOICES, opt->mode);
 		return -1;
 	}
 	if (path_option_refused("--bpffs-dir", opt->bpffs_dir, err, errlen))
@@ -91,25 +90,27 @@ validate_options(const struct pce_loader_options *opt, char *err, size_t errlen)
 	return 0;
 }
 
+/* the loader's long options (getopt_long) */
+static const struct option longopts[] = {
+	{"pgdata", required_argument, NULL, 'D'},
+	{"cluster-id", required_argument, NULL, 'i'},
+	{"bpffs-dir", required_argument, NULL, 'b'},
+	{"group", required_argument, NULL, 'g'},
+	{"mode", required_argument, NULL, 'm'},
+	{"cgroup", required_argument, NULL, 'c'},
+	{"config-file", required_argument, NULL, 'f'},
+	{"check", no_argument, NULL, 'C'},
+	{"unload", no_argument, NULL, 'U'},
+	{"show", no_argument, NULL, 'S'},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0}
+};
+
 int
 pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 						 char *err, size_t errlen)
 {
-	static const struct option longopts[] = {
-		{"pgdata", required_argument, NULL, 'D'},
-		{"cluster-id", required_argument, NULL, 'i'},
-		{"bpffs-dir", required_argument, NULL, 'b'},
-		{"group", required_argument, NULL, 'g'},
-		{"mode", required_argument, NULL, 'm'},
-		{"cgroup", required_argument, NULL, 'c'},
-		{"config-file", required_argument, NULL, 'f'},
-		{"check", no_argument, NULL, 'C'},
-		{"unload", no_argument, NULL, 'U'},
-		{"show", no_argument, NULL, 'S'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0}
-	};
 	int			c;
 
 	memset(opt, 0, sizeof(*opt));
@@ -167,6 +168,9 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 				return -1;
 		}
 	}
+	/* PostgreSQL matches enum values in any case: so does --mode */
+	if (pce_mode_canonical(opt->mode))
+		opt->mode = pce_mode_canonical(opt->mode);
 	if (optind < argc)
 	{
 		snprintf(err, errlen, "unexpected argument \"%.64s\"", argv[optind]);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../bpf/pce_modes.h"	/* the mode names */
 #include "../bpf/pce_paths.h"	/* PCE_DEFAULT_BPFFS_DIR */
 
 #define PCE_CLUSTER_ID_MAX		31
@@ -19,7 +20,7 @@ struct pce_loader_options
 	const char *cluster_id;
 	const char *bpffs_dir;
 	const char *group;
-	const char *mode;			/* auto, stock, cache_ext, off */
+	const char *mode;			/* a name of bpf/pce_modes.h */
 	const char *cgroup;
 	const char *config_file;	/* default: DATADIR/postgresql.conf */
 	bool		mode_given;		/* --mode / --bpffs-dir on the command line, */
@@ -48,7 +49,10 @@ extern bool pce_valid_cluster_id(const char *id);
  */
 extern const char *pce_path_option_problem(const char *path);
 
-/* Is this a mode the loader knows?  ("off" is one: the loader loads anyway) */
+/*
+ * Is this a mode the loader knows, in any case?  ("off" is one: the loader
+ * loads anyway.)  The parser stores the table's spelling (pce_modes.h).
+ */
 extern bool pce_valid_mode(const char *mode);
 
 #endif

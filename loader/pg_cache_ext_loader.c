@@ -53,11 +53,12 @@
 #include <bpf/libbpf.h>
 
 #include "pg_cache_ext.h"
-#include "tracker.skel.h"
 #include "config.h"
 #include "options.h"
 #include "policy.h"
 #include "pins.h"
+#include "report.h"
+#include "tracker.h"
 #include "safe_open.h"
 #include "pce_paths.h"
 
@@ -67,32 +68,6 @@ static char cluster_id[32];
 static struct pce_pins pins;
 static int	datadir_fd = -1;
 static struct pce_reader cluster_owner;	/* owner of -D: whose rights its files are read with */
-
-static void
-fail(const char *fmt,...)
-{
-	va_list		ap;
-
-	fprintf(stderr, "pg_cache_ext_loader: error: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static void
-info(const char *fmt,...)
-{
-	va_list		ap;
-
-	printf("pg_cache_ext_loader: ");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-}
 
 static int
 libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -128,6 +103,9 @@ usage(void)
 }
 
 /* What the configuration files said, for --check. */
+/* Why scan folios cannot be promoted on this kernel, or "" when they can. */
+static char promotion_missing[160];
+
 static struct pce_loader_config cluster_conf;
 
 /*
@@ -139,12 +117,12 @@ open_datadir(void)
 {
 	datadir_fd = open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (datadir_fd < 0)
-		fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
+		pce_fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
 			 opt.datadir, strerror(errno));
 	if (pce_reader_from_owner(datadir_fd, &cluster_owner) != 0)
-		fail("cannot stat \"%s\": %s", opt.datadir, strerror(errno));
+		pce_fail("cannot stat \"%s\": %s", opt.datadir, strerror(errno));
 	if (cluster_owner.uid == 0)
-		fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
+		pce_fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
 			 opt.datadir);
 }
 
@@ -163,12 +141,12 @@ take_path_setting(enum pce_conf_setting i, const char *option, const char **targ
 	if (!v[0])
 		return;
 	if (!cluster_conf.trusted[i])
-		fail("%s: %s is set in a file root does not own (or others may write): the root loader "
+		pce_fail("%s: %s is set in a file root does not own (or others may write): the root loader "
 			 "takes no path from it; give %s on the command line instead",
 			 cluster_conf.where[i], pce_conf_names[i], option);
 	problem = pce_path_problem(v);
 	if (problem)
-		fail("%s: invalid %s: %s (use the plain absolute path)", cluster_conf.where[i], pce_conf_names[i], problem);
+		pce_fail("%s: invalid %s: %s (use the plain absolute path)", cluster_conf.where[i], pce_conf_names[i], problem);
 	*target = v;
 }
 
@@ -195,14 +173,15 @@ apply_cluster_config(void)
 		 pce_read_config_file(AT_FDCWD, opt.config_file, opt.config_file, false, &cluster_conf, why, sizeof(why)) :
 		 pce_read_config_file(datadir_fd, "postgresql.conf", shown, true, &cluster_conf, why, sizeof(why))) != 0 ||
 		pce_read_config_file(datadir_fd, "postgresql.auto.conf", auto_shown, true, &cluster_conf, why, sizeof(why)) != 0)
-		fail("%s", why);
+		pce_fail("%s", why);
 
 	if (cluster_conf.value[PCE_CONF_MODE][0] && !opt.mode_given)
 	{
-		if (!pce_valid_mode(cluster_conf.value[PCE_CONF_MODE]))
-			fail("%s: invalid pg_cache_ext.mode: use auto, stock, cache_ext or off",
+		/* in any case, as the server takes it: the table's spelling */
+		opt.mode = pce_mode_canonical(cluster_conf.value[PCE_CONF_MODE]);
+		if (!opt.mode)
+			pce_fail("%s: invalid pg_cache_ext.mode: use " PCE_MODE_CHOICES,
 				 cluster_conf.where[PCE_CONF_MODE]);
-		opt.mode = cluster_conf.value[PCE_CONF_MODE];
 	}
 	if (!opt.bpffs_dir_given)
 		take_path_setting(PCE_CONF_BPFFS_DIR, "--bpffs-dir", &opt.bpffs_dir);
@@ -231,13 +210,13 @@ resolve_cluster_id(void)
 	fd = pce_openat2_as(&cluster_owner, datadir_fd, "global/pg_control", O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
 						PCE_RESOLVE_STRICT);
 	if (fd < 0)
-		fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
+		pce_fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
 			 opt.datadir, pce_open_error(errno));
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != cluster_owner.uid)
-		fail("\"%s/global/pg_control\" is not a regular file of the data directory's owner: not read",
+		pce_fail("\"%s/global/pg_control\" is not a regular file of the data directory's owner: not read",
 			 opt.datadir);
 	if (read(fd, &sysid, sizeof(sysid)) != sizeof(sysid))
-		fail("cannot read the system identifier from \"%s/global/pg_control\"", opt.datadir);
+		pce_fail("cannot read the system identifier from \"%s/global/pg_control\"", opt.datadir);
 	close(fd);
 	snprintf(cluster_id, sizeof(cluster_id), "%llu", (unsigned long long) sysid);
 }
@@ -249,39 +228,12 @@ fix_pin_permissions(void)
 	char		why[PATH_MAX + 256];
 
 	if (pce_pins_give_to_group(&pins, why, sizeof(why)) != 0)
-		fail("%s", why);
-}
-
-/* Pin a link under a temporary name, then rename it over the old one. */
-static void
-pin_link_replacing(struct bpf_link *link, const char *name)
-{
-	char		tmp_name[128];
-	char		tmp[PATH_MAX];
-	char		why[PATH_MAX + 256];
-	int			err;
-
-	snprintf(tmp_name, sizeof(tmp_name), "%s_new", name);
-	unlinkat(pins.dir_fd, tmp_name, 0);
-	err = bpf_link__pin(link, pce_pin_path(&pins, tmp_name, tmp, sizeof(tmp)));
-	if (err)
-		fail("cannot pin link \"%s/%s\": %s", pins.shown, tmp_name, strerror(-err));
-	if (pce_pin_give_to_group(pins.dir_fd, tmp_name, pins.gid, why, sizeof(why)) != 0)
-		fail("%s", why);
-	if (renameat(pins.dir_fd, tmp_name, pins.dir_fd, name) != 0)
-		fail("cannot rename \"%s/%s\" to \"%s\": %s", pins.shown, tmp_name, name, strerror(errno));
+		pce_fail("%s", why);
 }
 
 static void
-unpin(const char *name)
-{
-	if (unlinkat(pins.dir_fd, name, 0) != 0 && errno != ENOENT)
-		fail("cannot remove \"%s/%s\": %s", pins.shown, name, strerror(errno));
-}
-
-static void
-write_loader_info(struct bpf_map *map, enum pce_mechanism mech, bool has_cache_ext,
-				  const char *cgroup, const char *reason)
+write_loader_info(struct bpf_map *map, enum pce_mechanism mech, const char *cgroup,
+				  const char *reason)
 {
 	struct pce_loader_info li;
 	__u32		key = 0;
@@ -289,13 +241,12 @@ write_loader_info(struct bpf_map *map, enum pce_mechanism mech, bool has_cache_e
 	memset(&li, 0, sizeof(li));
 	li.abi_version = PCE_ABI_VERSION;
 	li.mechanism = mech;
-	li.kernel_has_cache_ext = has_cache_ext;
 	li.loader_pid = getpid();
 	li.loaded_at_unix = time(NULL);
 	snprintf(li.cgroup, sizeof(li.cgroup), "%s", cgroup ? cgroup : "");
 	snprintf(li.reason, sizeof(li.reason), "%s", reason);
 	if (bpf_map_update_elem(bpf_map__fd(map), &key, &li, BPF_ANY) != 0)
-		fail("cannot write loader_info: %s", strerror(errno));
+		pce_fail("cannot write loader_info: %s", strerror(errno));
 }
 
 /*
@@ -313,94 +264,6 @@ read_loader_info(int fd, struct pce_loader_info *li)
 	li->cgroup[sizeof(li->cgroup) - 1] = '\0';
 	li->reason[sizeof(li->reason) - 1] = '\0';
 	return true;
-}
-
-/* Knobs get defaults only the first time; later the module owns them. */
-static void
-init_knobs(struct bpf_map *map)
-{
-	struct pce_knobs k;
-	__u32		key = 0;
-	int			fd = bpf_map__fd(map);
-
-	if (bpf_map_lookup_elem(fd, &key, &k) == 0 && k.abi_version == PCE_ABI_VERSION)
-		return;
-	memset(&k, 0, sizeof(k));
-	k.abi_version = PCE_ABI_VERSION;
-	k.tracking = 1;
-	k.promote_on_access = 1;
-	k.scan_min_percent = 5;
-	if (bpf_map_update_elem(fd, &key, &k, BPF_ANY) != 0)
-		fail("cannot initialise knobs: %s", strerror(errno));
-}
-
-/* Why scan folios cannot be promoted on this kernel, or "" when they can. */
-static char promotion_missing[160];
-
-/*
- * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
- * its tracepoints and pin the links.  Promotion (the program on
- * tp_btf/mm_lru_activate) is optional: on a kernel that lacks that
- * tracepoint, or refuses the attachment, the tracker runs without it and
- * the loader says so.
- */
-static struct tracker_bpf *
-load_tracker(void)
-{
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins.via_fd);
-	struct tracker_bpf *skel;
-	struct bpf_link *add_link;
-	struct bpf_link *remove_link;
-	struct bpf_link *activate_link = NULL;
-	bool		can_promote;
-	int			err;
-
-	skel = tracker_bpf__open_opts(&oo);
-	if (!skel)
-		fail("cannot open the tracker BPF object: %s", strerror(errno));
-	can_promote = libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
-	if (!can_promote)
-	{
-		snprintf(promotion_missing, sizeof(promotion_missing),
-				 "the kernel has no mm_lru_activate tracepoint");
-		bpf_program__set_autoload(skel->progs.on_folio_activated, false);
-	}
-	err = tracker_bpf__load(skel);
-	if (err)
-		fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
-			 strerror(-err));
-	add_link = bpf_program__attach(skel->progs.on_page_cache_add);
-	if (!add_link)
-		fail("cannot attach tp_btf/mm_filemap_add_to_page_cache: %s", strerror(errno));
-	remove_link = bpf_program__attach(skel->progs.on_page_cache_delete);
-	if (!remove_link)
-		fail("cannot attach tp_btf/mm_filemap_delete_from_page_cache: %s", strerror(errno));
-	if (can_promote)
-	{
-		activate_link = bpf_program__attach(skel->progs.on_folio_activated);
-		if (!activate_link)
-			snprintf(promotion_missing, sizeof(promotion_missing),
-					 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
-	}
-	if (promotion_missing[0])
-		info("scan pages will not be promoted: %s", promotion_missing);
-	pin_link_replacing(add_link, PCE_PIN_TRACKER_LINK);
-	pin_link_replacing(remove_link, PCE_PIN_TRACKER_REMOVE_LINK);
-	if (activate_link)
-		pin_link_replacing(activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
-	else
-		unpin(PCE_PIN_TRACKER_ACTIVATE_LINK);
-	init_knobs(skel->maps.knobs);
-	return skel;
-}
-
-/* In cache_ext mode the policy does the tracker's work: stop the tracker. */
-static void
-unpin_tracker_links(void)
-{
-	unpin(PCE_PIN_TRACKER_LINK);
-	unpin(PCE_PIN_TRACKER_REMOVE_LINK);
-	unpin(PCE_PIN_TRACKER_ACTIVATE_LINK);
 }
 
 /* The cgroup v2 directory of this process (the unit's cgroup under systemd). */
@@ -439,19 +302,19 @@ do_unload(void)
 	char		why[PATH_MAX + 256];
 
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_REMOVE, 0, &pins, why, sizeof(why)) != 0)
-		fail("%s", why);
+		pce_fail("%s", why);
 	if (pins.dir_fd < 0)
 	{
-		info("nothing to unload: %s does not exist", pins.shown);
+		pce_info("nothing to unload: %s does not exist", pins.shown);
 		return;
 	}
 	if (pce_pin_exists(&pins, PCE_PIN_POLICY_LINK) && pce_detach_policy(&pins, why, sizeof(why)) != 0)
-		fail("cannot detach the cache_ext policy: %s", why);
+		pce_fail("cannot detach the cache_ext policy: %s", why);
 	/* the tracker's links first, so its programs stop before their maps go */
-	unpin_tracker_links();
+	pce_unpin_tracker_links(&pins);
 	if (pce_pins_remove_all(&pins, cluster_id, why, sizeof(why)) != 0)
-		fail("%s", why);
-	info("unloaded: removed %s", pins.shown);
+		pce_fail("%s", why);
+	pce_info("unloaded: removed %s", pins.shown);
 }
 
 static int
@@ -461,7 +324,7 @@ open_pin(const char *name)
 	int			fd = bpf_obj_get(pce_pin_path(&pins, name, path, sizeof(path)));
 
 	if (fd < 0)
-		fail("cannot open \"%s/%s\": %s", pins.shown, name, strerror(errno));
+		pce_fail("cannot open \"%s/%s\": %s", pins.shown, name, strerror(errno));
 	return fd;
 }
 
@@ -499,9 +362,9 @@ do_show(void)
 	struct pce_loader_info li;
 
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
-		fail("%s", why);
+		pce_fail("%s", why);
 	if (pins.dir_fd < 0)
-		fail("cannot open \"%s\": %s", pins.shown, strerror(ENOENT));
+		pce_fail("cannot open \"%s\": %s", pins.shown, strerror(ENOENT));
 	pids_fd = open_pin(PCE_PIN_SCAN_PIDS);
 	stats_fd = open_pin(PCE_PIN_STATS);
 	info_fd = open_pin(PCE_PIN_LOADER_INFO);
@@ -541,7 +404,7 @@ decide(struct plan *pl)
 {
 	memset(pl, 0, sizeof(*pl));
 	pl->cgroup_fd = -1;
-	pl->has_cache_ext = pce_kernel_has_cache_ext(pl->has_why, sizeof(pl->has_why));
+	pl->has_cache_ext = pce_kernel_btf_has_cache_ext_ops(pl->has_why, sizeof(pl->has_why));
 	/* mode off is the server's switch, at reload: load as for auto */
 	pl->want_cache_ext = strcmp(opt.mode, "cache_ext") == 0 ||
 		(strcmp(opt.mode, "stock") != 0 && pl->has_cache_ext);
@@ -554,7 +417,7 @@ decide(struct plan *pl)
 		pl->cgroup_fd = pce_open_cgroup(pl->cgroup, pl->cgroup_name, sizeof(pl->cgroup_name),
 										pl->cgroup_why, sizeof(pl->cgroup_why));
 	if (pl->cgroup_fd < 0 && opt.cgroup)
-		fail("%s", pl->cgroup_why);	/* asked for by name: never another one */
+		pce_fail("%s", pl->cgroup_why);	/* asked for by name: never another one */
 }
 
 static void
@@ -564,7 +427,7 @@ do_check(const struct plan *pl)
 	char		why[PATH_MAX + 256];
 
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
-		fail("%s", why);
+		pce_fail("%s", why);
 	uname(&u);
 	printf("kernel:            %s\n", u.release);
 	printf("cache_ext:         %s (%s)\n", pl->has_cache_ext ? "yes" : "no", pl->has_why);
@@ -596,19 +459,19 @@ keep_attached_policy(struct tracker_bpf *tracker, const struct plan *pl)
 
 	if (!pl->want_cache_ext || pl->cgroup_fd < 0 || !pce_pin_exists(&pins, PCE_PIN_POLICY_LINK))
 		return false;
-	if (read_loader_info(bpf_map__fd(tracker->maps.loader_info), &old) &&
+	if (read_loader_info(bpf_map__fd(pce_tracker_loader_info(tracker)), &old) &&
 		old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, pl->cgroup_name) == 0)
 	{
-		unpin_tracker_links();
-		write_loader_info(tracker->maps.loader_info, PCE_MECH_CACHE_EXT, pl->has_cache_ext,
+		pce_unpin_tracker_links(&pins);
+		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_CACHE_EXT,
 						  pl->cgroup_name, old.reason);
 		fix_pin_permissions();
-		info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
+		pce_info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
 			 cluster_id, pl->cgroup_name);
 		return true;
 	}
 	if (pce_detach_policy(&pins, why, sizeof(why)) != 0)
-		fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, pl->cgroup_name, why);
+		pce_fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, pl->cgroup_name, why);
 	return false;
 }
 
@@ -622,16 +485,16 @@ install_policy(struct tracker_bpf *tracker, const struct plan *pl, char *reason,
 	if (pl->cgroup_fd >= 0 &&
 		pce_attach_policy(&pins, pl->cgroup_fd, pl->cgroup_name, why, sizeof(why)) == 0)
 	{
-		unpin_tracker_links();
+		pce_unpin_tracker_links(&pins);
 		snprintf(reason, reasonlen, "cache_ext policy attached to %s", pl->cgroup_name);
 		return PCE_MECH_CACHE_EXT;
 	}
 	if (strcmp(opt.mode, "cache_ext") == 0)
 	{
 		/* explicit request: leave the tracker in place, report failure */
-		write_loader_info(tracker->maps.loader_info, PCE_MECH_STOCK, pl->has_cache_ext, NULL, why);
+		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_STOCK, NULL, why);
 		fix_pin_permissions();
-		fail("cannot attach the cache_ext policy: %s (the stock-kernel tracker stays active)", why);
+		pce_fail("cannot attach the cache_ext policy: %s (the stock-kernel tracker stays active)", why);
 	}
 	snprintf(reason, reasonlen, "cache_ext policy failed, using the stock-kernel tracker: %s", why);
 	return PCE_MECH_STOCK;
@@ -648,7 +511,7 @@ install_stock(const struct plan *pl, char *reason, size_t reasonlen)
 	else
 		snprintf(reason, reasonlen, "kernel has no cache_ext: stock-kernel tracker");
 	if (pce_pin_exists(&pins, PCE_PIN_POLICY_LINK) && pce_detach_policy(&pins, why, sizeof(why)) != 0)
-		fail("cannot detach the previous cache_ext policy: %s", why);
+		pce_fail("cannot detach the previous cache_ext policy: %s", why);
 	return PCE_MECH_STOCK;
 }
 
@@ -662,19 +525,19 @@ do_install(const struct plan *pl)
 	enum pce_mechanism mech;
 
 	if (!gr)
-		fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
+		pce_fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, &pins, why, sizeof(why)) != 0)
-		fail("%s", why);
+		pce_fail("%s", why);
 
 	/*
 	 * The tracker object owns the map definitions; load it first in every
 	 * mode so that the maps exist with their final layout.  In cache_ext
 	 * mode its links are removed again once the policy is attached.
 	 */
-	tracker = load_tracker();
+	tracker = pce_install_tracker(&pins, promotion_missing, sizeof(promotion_missing));
 	if (keep_attached_policy(tracker, pl))
 	{
-		tracker_bpf__destroy(tracker);
+		pce_tracker_destroy(tracker);
 		return;
 	}
 	mech = pl->want_cache_ext ? install_policy(tracker, pl, reason, sizeof(reason))
@@ -682,11 +545,11 @@ do_install(const struct plan *pl)
 	if (mech == PCE_MECH_STOCK && promotion_missing[0])
 		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
 				 " (without promotion: %s)", promotion_missing);
-	write_loader_info(tracker->maps.loader_info, mech, pl->has_cache_ext,
+	write_loader_info(pce_tracker_loader_info(tracker), mech,
 					  mech == PCE_MECH_CACHE_EXT ? pl->cgroup_name : NULL, reason);
 	fix_pin_permissions();
-	info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pins.shown, opt.group);
-	tracker_bpf__destroy(tracker);
+	pce_info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pins.shown, opt.group);
+	pce_tracker_destroy(tracker);
 }
 
 int
@@ -696,7 +559,7 @@ main(int argc, char **argv)
 	struct plan pl;
 
 	if (pce_parse_loader_options(argc, argv, &opt, why, sizeof(why)) != 0)
-		fail("%s", why);
+		pce_fail("%s", why);
 	if (opt.help)
 	{
 		usage();
@@ -713,7 +576,7 @@ main(int argc, char **argv)
 	if (opt.unload)
 	{
 		if (geteuid() != 0)
-			fail("must be run as root (it removes BPF pins); the server itself needs no privileges");
+			pce_fail("must be run as root (it removes BPF pins); the server itself needs no privileges");
 		do_unload();
 		return 0;
 	}
@@ -724,7 +587,7 @@ main(int argc, char **argv)
 		return geteuid() == 0 ? 0 : 1;
 	}
 	if (geteuid() != 0)
-		fail("must be run as root (it creates BPF maps and programs); the server itself needs no privileges");
+		pce_fail("must be run as root (it creates BPF maps and programs); the server itself needs no privileges");
 	do_install(&pl);
 	pce_pins_close(&pins);
 	return 0;

@@ -35,6 +35,7 @@
 #include <sys/statfs.h>
 #include <linux/magic.h>
 
+#include "pce_bpffs.h"
 #include "pins.h"
 #include "safe_open.h"
 
@@ -46,21 +47,17 @@ static int
 open_parent(const char *bpffs_dir, char *base, size_t baselen, char *err, size_t errlen)
 {
 	char		parent[PATH_MAX];
-	char	   *slash;
-	struct statfs fs;
 	int			fd;
 
-	snprintf(parent, sizeof(parent), "%s", bpffs_dir);
-	slash = strrchr(parent, '/');
-	snprintf(base, baselen, "%s", slash + 1);	/* the path rule leaves a slash and a name */
-	slash[slash == parent ? 1 : 0] = '\0';
+	snprintf(base, baselen, "%s", strrchr(bpffs_dir, '/') + 1);	/* the path rule leaves a slash and a name */
+	pce_bpffs_parent(bpffs_dir, parent, sizeof(parent));
 	fd = pce_openat2(AT_FDCWD, parent, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 	if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
 	{
 		snprintf(err, errlen, "cannot use \"%s\": %s", parent, pce_open_error(errno));
 		return -1;
 	}
-	if (fd < 0 || fstatfs(fd, &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
+	if (fd < 0 || !pce_fd_on_bpffs(fd))
 	{
 		snprintf(err, errlen, "bpffs is not mounted: %s is not a bpffs mount (mount -t bpf bpf %s)",
 				 parent, parent);

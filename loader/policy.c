@@ -70,20 +70,24 @@
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
 
-/* struct_ops member name -> program of policy.bpf.c */
+/*
+ * struct_ops member -> program of policy.bpf.c, X(member, program): the
+ * programs are taken from the skeleton (a program renamed in policy.bpf.c
+ * fails to compile here rather than to attach).
+ */
+#define POLICY_MEMBERS(X) \
+	X(init, pce_init) \
+	X(evict_folios, pce_evict_folios) \
+	X(folio_added, pce_folio_added) \
+	X(folio_accessed, pce_folio_accessed) \
+	X(folio_evicted, pce_folio_evicted)
+	/* admit_folio: left NULL (its kernel path is unsafe; policy.bpf.c) */
+
 struct member_prog
 {
 	const char *member;
-	const char *prog;
-};
-
-static const struct member_prog policy_members[] = {
-	{"init", "pce_init"},
-	{"evict_folios", "pce_evict_folios"},
-	{"folio_added", "pce_folio_added"},
-	{"folio_accessed", "pce_folio_accessed"},
-	{"folio_evicted", "pce_folio_evicted"},
-	/* admit_folio: left NULL (its kernel path is unsafe; policy.bpf.c) */
+	struct bpf_program *prog;
+	const char *prog_name;
 };
 
 /* ------------------------------------------------------------------ */
@@ -121,7 +125,7 @@ capture_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
 /* ------------------------------------------------------------------ */
 
 bool
-pce_kernel_has_cache_ext(char *why, size_t whylen)
+pce_kernel_btf_has_cache_ext_ops(char *why, size_t whylen)
 {
 	struct btf *vmlinux = btf__load_vmlinux_btf();
 	bool		found;
@@ -184,6 +188,9 @@ write_struct_ops_value(const struct btf *btf, struct policy_bpf *skel, char *why
 	char	   *value;
 	__u32		zero = 0;
 	int			err;
+#define MEMBER_PROG(member, prog) {#member, skel->progs.prog, #prog},
+	const struct member_prog members[] = {POLICY_MEMBERS(MEMBER_PROG)};
+#undef MEMBER_PROG
 
 	if (value_id < 0 || ops_id < 0)
 	{
@@ -200,10 +207,10 @@ write_struct_ops_value(const struct btf *btf, struct policy_bpf *skel, char *why
 	value = calloc(1, size);
 	if (!value)
 		return -ENOMEM;
-	for (size_t i = 0; i < sizeof(policy_members) / sizeof(policy_members[0]); i++)
+	for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
 	{
-		long		moff = member_offset(btf, ops_id, policy_members[i].member);
-		struct bpf_program *prog = bpf_object__find_program_by_name(skel->obj, policy_members[i].prog);
+		long		moff = member_offset(btf, ops_id, members[i].member);
+		struct bpf_program *prog = members[i].prog;
 
 		if (moff < 0)
 		{
@@ -212,7 +219,7 @@ write_struct_ops_value(const struct btf *btf, struct policy_bpf *skel, char *why
 		}
 		if (!prog || bpf_program__fd(prog) < 0)
 		{
-			snprintf(why, whylen, "program %s missing from the policy object", policy_members[i].prog);
+			snprintf(why, whylen, "program %s missing from the policy object", members[i].prog_name);
 			free(value);
 			return -ENOENT;
 		}
@@ -318,6 +325,29 @@ cgroup_id_of(int cgroup_fd)
 }
 
 /*
+ * A link's type, id and cgroup id.  A cache_ext struct_ops link holds its
+ * cgroup's id where a cgroup link does (the first member of struct
+ * bpf_link_info's union); the build machine's headers do not describe the
+ * cache_ext kernel's struct_ops link, so the cgroup link's member names
+ * the place.  False if the kernel gives no information.
+ */
+static bool
+link_info_cgroup(int fd, __u32 *type, __u32 *id, __u64 *cgid)
+{
+	unsigned char info[256];
+	__u32		len = sizeof(info);
+
+	_Static_assert(sizeof(info) >= sizeof(struct bpf_link_info), "info holds a bpf_link_info");
+	memset(info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, info, &len) != 0)
+		return false;
+	memcpy(type, info + offsetof(struct bpf_link_info, type), sizeof(*type));
+	memcpy(id, info + offsetof(struct bpf_link_info, id), sizeof(*id));
+	memcpy(cgid, info + offsetof(struct bpf_link_info, cgroup.cgroup_id), sizeof(*cgid));
+	return true;
+}
+
+/*
  * Does some cache_ext link already serve this cgroup?  The research kernel
  * does not refuse a second link on a cgroup (it silently replaces the
  * first, and the first one's teardown would then free the second one's
@@ -334,22 +364,18 @@ existing_cache_ext_link(const struct btf *btf, __u64 cgid)
 		return 0;
 	while (bpf_link_get_next_id(id, &id) == 0)
 	{
-		unsigned char info[256];
-		__u32		len = sizeof(info),
-					type;
+		__u32		type,
+					link_id;
 		__u64		link_cgid;
 		int			fd = bpf_link_get_fd_by_id(id);
 
 		if (fd < 0)
 			continue;
-		memset(info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, info, &len) != 0)
+		if (!link_info_cgroup(fd, &type, &link_id, &link_cgid))
 		{
 			close(fd);
 			continue;
 		}
-		memcpy(&type, info, sizeof(type));
-		memcpy(&link_cgid, info + 16, sizeof(link_cgid));
 		if (type == (__u32) link_type && link_cgid == cgid)
 		{
 			close(fd);
@@ -676,19 +702,17 @@ static void
 pinned_link_ids(const struct pce_pins *pins, __u32 *link_id, __u64 *cgid)
 {
 	char		path[4096];
-	unsigned char info[256];
-	__u32		len = sizeof(info);
+	__u32		type;
 	int			fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_POLICY_LINK, path, sizeof(path)));
 
 	*link_id = 0;
 	*cgid = 0;
 	if (fd < 0)
 		return;
-	memset(info, 0, sizeof(info));
-	if (bpf_obj_get_info_by_fd(fd, info, &len) == 0)
+	if (!link_info_cgroup(fd, &type, link_id, cgid))
 	{
-		memcpy(link_id, info + 4, sizeof(*link_id));
-		memcpy(cgid, info + 16, sizeof(*cgid));
+		*link_id = 0;
+		*cgid = 0;
 	}
 	close(fd);
 }

@@ -12,7 +12,7 @@
 struct pce_pins;
 
 /* true when the running kernel's BTF has struct cache_ext_ops */
-extern bool pce_kernel_has_cache_ext(char *why, size_t whylen);
+extern bool pce_kernel_btf_has_cache_ext_ops(char *why, size_t whylen);
 
 /*
  * Open a cgroup v2 directory once, following no symlink; name gets what the

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * bpf_maps.c
- *		Opening the maps the loader pinned for this cluster, and every
- *		read/write the module does on them.
+ *		Map transport: opening the pins the loader made for this cluster,
+ *		and every read/write the module does on them.  What the values mean
+ *		(the mechanism in force, the knobs from the settings) is decided in
+ *		status.c.
  *
  * The server never creates BPF objects: it only opens pins (owner root,
  * group postgres, mode 0660) with bpf_obj_get(), which works without any
@@ -32,12 +34,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
-#include <linux/magic.h>
 
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "access/xlog.h"
@@ -45,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "pg_cache_ext_int.h"
+#include "pce_bpffs.h"
 
 typedef struct PceMap
 {
@@ -121,17 +121,18 @@ pce_maps_error(void)
 static void
 diagnose(const char *path, int err)
 {
-	struct statfs fs;
 	struct stat st;
 	char		parent[MAXPGPATH];
-	char	   *slash;
+	int			parent_fd;
+	bool		on_bpffs;
 
-	strlcpy(parent, pce_bpffs_dir, sizeof(parent));
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent)
-		*slash = '\0';
+	pce_bpffs_parent(pce_bpffs_dir, parent, sizeof(parent));
+	parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	on_bpffs = parent_fd >= 0 && pce_fd_on_bpffs(parent_fd);
+	if (parent_fd >= 0)
+		close(parent_fd);
 
-	if (statfs(parent, &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
+	if (!on_bpffs)
 		snprintf(error_reason, sizeof(error_reason),
 				 "bpffs is not mounted at %s (mount -t bpf bpf %s, then run pg_cache_ext_loader)",
 				 parent, parent);
@@ -316,6 +317,76 @@ pce_pin_open(const char *name)
 }
 
 /*
+ * Open the maps of maps[] below the pin directory dfd, or reopen those whose
+ * pin changed; false with error_reason set if one cannot be used.
+ */
+static bool
+open_map_pins(int dfd)
+{
+	for (int i = 0; i < NUM_MAPS; i++)
+	{
+		char		path[MAXPGPATH];
+		struct stat st;
+		bool		refused;
+		int			pfd;
+		int			fd;
+
+		snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), maps[i].name);
+		pfd = open_checked_pin(dfd, maps[i].name, &st, &refused);
+		if (pfd < 0)
+		{
+			if (!refused)
+				diagnose(path, errno);
+			return false;
+		}
+		if (maps[i].fd >= 0 && maps[i].ino == st.st_ino)
+		{
+			close(pfd);
+			continue;
+		}
+		fd = bpf_obj_get_by_path_fd(pfd);
+		close(pfd);
+		if (fd < 0)
+		{
+			diagnose(path, errno);
+			return false;
+		}
+		if (maps[i].fd >= 0)
+			close(maps[i].fd);
+		maps[i].fd = fd;
+		maps[i].ino = st.st_ino;
+		generation++;
+	}
+	return true;
+}
+
+/* The pins not opened here must be sound where present (see other_pins). */
+static bool
+other_pins_sound(int dfd)
+{
+	for (int i = 0; i < lengthof(other_pins); i++)
+	{
+		struct stat st;
+		bool		refused;
+		int			pfd = open_checked_pin(dfd, other_pins[i], &st, &refused);
+
+		if (pfd >= 0)
+			close(pfd);
+		else if (refused)
+			return false;
+		else if (errno != ENOENT)
+		{
+			char		path[MAXPGPATH];
+
+			snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), other_pins[i]);
+			diagnose(path, errno);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
  * Open every map, or reopen those whose pin changed.  Returns true when all
  * maps are usable.  Without force, a failed attempt is retried at most once
  * a second, so a missing loader costs nothing on the hot path.
@@ -347,61 +418,8 @@ pce_maps_open(bool force)
 	if (dfd < 0)
 		goto unavailable;
 
-	for (int i = 0; i < NUM_MAPS; i++)
-	{
-		char		path[MAXPGPATH];
-		struct stat st;
-		bool		refused;
-		int			pfd;
-		int			fd;
-
-		snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), maps[i].name);
-		pfd = open_checked_pin(dfd, maps[i].name, &st, &refused);
-		if (pfd < 0)
-		{
-			if (!refused)
-				diagnose(path, errno);
-			goto unavailable;
-		}
-		if (maps[i].fd >= 0 && maps[i].ino == st.st_ino)
-		{
-			close(pfd);
-			continue;
-		}
-		fd = bpf_obj_get_by_path_fd(pfd);
-		close(pfd);
-		if (fd < 0)
-		{
-			diagnose(path, errno);
-			goto unavailable;
-		}
-		if (maps[i].fd >= 0)
-			close(maps[i].fd);
-		maps[i].fd = fd;
-		maps[i].ino = st.st_ino;
-		generation++;
-	}
-
-	/* the other pins are not opened here, but must be sound where present */
-	for (int i = 0; i < lengthof(other_pins); i++)
-	{
-		struct stat st;
-		bool		refused;
-		int			pfd = open_checked_pin(dfd, other_pins[i], &st, &refused);
-
-		if (pfd >= 0)
-			close(pfd);
-		else if (refused)
-			goto unavailable;
-		else if (errno != ENOENT)
-		{
-			char		path[MAXPGPATH];
-
-			snprintf(path, sizeof(path), "%s/%s", pce_pin_dir(), other_pins[i]);
-			diagnose(path, errno);
-			goto unavailable;
-		}
-	}
+	if (!open_map_pins(dfd) || !other_pins_sound(dfd))
+		goto unavailable;
 	close(dfd);
 
 	state = PCE_MAPS_OK;
@@ -466,6 +484,38 @@ pce_map_has_mark(__u32 pid)
 	return bpf_map_lookup_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid, &mark) == 0;
 }
 
+/*
+ * Call visit for every mark in the scan-PID map (at most PCE_MAX_SCAN_PIDS,
+ * in the map's order), until it returns false; visit must not change the
+ * map.  Returns how many marks were visited, or -1 without maps.
+ */
+int
+pce_map_walk_marks(PceMarkVisitor visit, void *arg)
+{
+	int			fd;
+	__u32		key,
+				next,
+			   *prev = NULL;
+	int			n = 0;
+
+	if (!pce_maps_open(false))
+		return -1;
+	fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
+	while (n < PCE_MAX_SCAN_PIDS && bpf_map_get_next_key(fd, prev, &next) == 0)
+	{
+		struct pce_scan_mark mark;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &mark) != 0)
+			continue;			/* deleted meanwhile */
+		n++;
+		if (visit && !visit(key, &mark, arg))
+			break;
+	}
+	return n;
+}
+
 /* Sum the per-CPU counters into out[PCE_STAT__COUNT]. */
 bool
 pce_map_read_stats(uint64 *out)
@@ -502,36 +552,6 @@ pce_map_read_loader_info(struct pce_loader_info *out)
 	return out->abi_version == PCE_ABI_VERSION;
 }
 
-const char *
-pce_mechanism_name(uint32 mech)
-{
-	switch (mech)
-	{
-		case PCE_MECH_STOCK:
-			return "stock";
-		case PCE_MECH_CACHE_EXT:
-			return "cache_ext";
-		default:
-			return "none";
-	}
-}
-
-const char *
-pce_mode_name(int mode)
-{
-	switch (mode)
-	{
-		case PCE_MODE_OFF:
-			return "off";
-		case PCE_MODE_STOCK:
-			return "stock";
-		case PCE_MODE_CACHE_EXT:
-			return "cache_ext";
-		default:
-			return "auto";
-	}
-}
-
 bool
 pce_pin_present(const char *name)
 {
@@ -542,126 +562,13 @@ pce_pin_present(const char *name)
 	return lstat(path, &st) == 0;
 }
 
-/*
- * Which mechanism is in force, given what the loader did, whether its link
- * is still pinned (a loader killed halfway leaves maps without one) and the
- * mode?  Returns the mechanism, or PCE_MECH_NONE with *why saying why.  The
- * worker acts on this and cache_ext_status() reports it, so both agree.
- */
-enum pce_mechanism
-pce_current_mechanism(const char **why, struct pce_loader_info *info_out)
-{
-	static struct pce_loader_info info;
-	static char reason[256];
-
-	*why = NULL;
-	memset(&info, 0, sizeof(info));
-	if (pce_maps_open(false) && pce_map_read_loader_info(&info) && info_out)
-		*info_out = info;
-	else if (info_out)
-		memset(info_out, 0, sizeof(*info_out));
-
-	if (pce_mode == PCE_MODE_OFF)
-	{
-		*why = "pg_cache_ext.mode is off";
-		return PCE_MECH_NONE;
-	}
-	if (!pce_maps_open(false))
-	{
-		*why = pce_maps_error();
-		return PCE_MECH_NONE;
-	}
-	if (info.abi_version != PCE_ABI_VERSION || info.mechanism == PCE_MECH_NONE)
-	{
-		*why = "the loader left no record of a mechanism (rerun pg_cache_ext_loader)";
-		return PCE_MECH_NONE;
-	}
-	if (!pce_pin_present(info.mechanism == PCE_MECH_CACHE_EXT ? PCE_PIN_POLICY_LINK : PCE_PIN_TRACKER_LINK))
-	{
-		snprintf(reason, sizeof(reason), "the loader recorded %s but its link is not pinned "
-				 "(loader interrupted?): rerun pg_cache_ext_loader",
-				 pce_mechanism_name(info.mechanism));
-		*why = reason;
-		return PCE_MECH_NONE;
-	}
-	if ((pce_mode == PCE_MODE_STOCK && info.mechanism != PCE_MECH_STOCK) ||
-		(pce_mode == PCE_MODE_CACHE_EXT && info.mechanism != PCE_MECH_CACHE_EXT))
-	{
-		snprintf(reason, sizeof(reason), "pg_cache_ext.mode = %s but the loader put %s in place",
-				 pce_mode_name(pce_mode), pce_mechanism_name(info.mechanism));
-		*why = reason;
-		return PCE_MECH_NONE;
-	}
-	*why = info.reason;
-	return (enum pce_mechanism) info.mechanism;
-}
-
-/* Write the knobs from the current GUC values (worker, at start and reload). */
+/* Write the knobs the worker made from the settings (at start and reload). */
 bool
-pce_map_write_knobs(void)
+pce_map_write_knobs(const struct pce_knobs *k)
 {
-	struct pce_knobs k;
 	__u32		key = 0;
 
 	if (!pce_maps_open(false))
 		return false;
-	memset(&k, 0, sizeof(k));
-	k.abi_version = PCE_ABI_VERSION;
-	k.tracking = pce_mode != PCE_MODE_OFF;
-	k.promote_on_access = pce_promote_on_access;
-	k.scan_min_percent = pce_scan_min_percent;
-	return bpf_map_update_elem(pce_map_fd(PCE_PIN_KNOBS), &key, &k, BPF_ANY) == 0;
-}
-
-/* Does the running kernel have cache_ext?  Parsing BTF is slow: cache it. */
-bool
-pce_kernel_has_cache_ext(void)
-{
-	static int	cached = -1;
-
-	if (cached < 0)
-	{
-		struct btf *vmlinux = btf__load_vmlinux_btf();
-
-		cached = vmlinux &&
-			btf__find_by_name_kind(vmlinux, "cache_ext_ops", BTF_KIND_STRUCT) >= 0;
-		if (vmlinux)
-			btf__free(vmlinux);
-	}
-	return cached == 1;
-}
-
-/*
- * Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
- * since boot.  With the PID it identifies a process for good.  0 if gone.
- */
-uint64
-pce_proc_start_ticks(int pid)
-{
-	char		path[64];
-	char		buf[1024];
-	int			fd;
-	ssize_t		n;
-	char	   *p;
-	int			field;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* the command name may hold spaces and parentheses: skip to the last ')' */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	/* after ')' comes field 3 (state); we want field 22 */
-	for (field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (!p)
-		return 0;
-	return strtoull(p + 1, NULL, 10);
+	return bpf_map_update_elem(pce_map_fd(PCE_PIN_KNOBS), &key, k, BPF_ANY) == 0;
 }

@@ -13,6 +13,10 @@
  *	  COPY ... TO);
  *	- the session says so: SET pg_cache_ext.scan = on (and never with off).
  *
+ * Background processes that run no hook of ours (autovacuum workers, WAL
+ * senders sending a base backup) are classified here too, by
+ * pce_background_reason(); the background worker applies it.
+ *
  * Statements nest (functions, cursors, COPY (query) TO): the backend stays
  * marked until the outermost marking statement ends.  Each marking
  * statement pushes a frame; the mark is dropped when the last frame is
@@ -30,26 +34,14 @@
 #include "nodes/nodeFuncs.h"
 #include "storage/bufmgr.h"
 #include "tcop/utility.h"
+#include "utils/backend_progress.h"
+#include "utils/backend_status.h"
 #include "utils/rel.h"
 
 #include "pg_cache_ext_int.h"
 #include "scan_commands.h"
 
-const char *const pce_reason_names[PCE_REASON__COUNT] = {
-	[PCE_REASON_NONE] = "none",
-	[PCE_REASON_SEQSCAN] = "seqscan",
-	[PCE_REASON_VACUUM] = "vacuum",
-	[PCE_REASON_ANALYZE] = "analyze",
-	[PCE_REASON_CREATE_INDEX] = "create_index",
-	[PCE_REASON_REINDEX] = "reindex",
-	[PCE_REASON_CLUSTER] = "cluster",
-	[PCE_REASON_REFRESH_MATVIEW] = "refresh_matview",
-	[PCE_REASON_COPY_TO] = "copy_to",
-	[PCE_REASON_AUTOVACUUM] = "autovacuum",
-	[PCE_REASON_BASEBACKUP] = "basebackup",
-	[PCE_REASON_SESSION] = "session",
-	[PCE_REASON_TEST] = "test",
-};
+const char *const pce_reason_names[PCE_REASON__COUNT] = PCE_REASON_NAMES;
 
 /*
  * One marking statement.  key identifies it for its end (the QueryDesc for
@@ -228,11 +220,18 @@ rangevar_relid(RangeVar *rv)
 	return RangeVarGetRelid(rv, NoLock, true);
 }
 
-/* Which reason (if any) makes this utility statement a scan? */
+/*
+ * Which scan command of PCE_REASON_TABLE is this utility statement, and on
+ * which relation?  PCE_REASON_NONE if none (COPY FROM among them); *known
+ * tells whether it is a statement of a kind that can scan (COPY FROM
+ * included), which pg_cache_ext.scan = on marks whatever scan_commands
+ * says.
+ */
 static enum pce_reason
-utility_reason(Node *parsetree, Oid *relid)
+utility_command(Node *parsetree, Oid *relid, bool *known)
 {
 	*relid = InvalidOid;
+	*known = true;
 	switch (nodeTag(parsetree))
 	{
 		case T_VacuumStmt:
@@ -241,22 +240,20 @@ utility_reason(Node *parsetree, Oid *relid)
 
 				if (stmt->rels != NIL)
 					*relid = rangevar_relid(((VacuumRelation *) linitial(stmt->rels))->relation);
-				if (stmt->is_vacuumcmd)
-					return (pce_scan_commands_mask & PCE_CMD_VACUUM) ? PCE_REASON_VACUUM : PCE_REASON_NONE;
-				return (pce_scan_commands_mask & PCE_CMD_ANALYZE) ? PCE_REASON_ANALYZE : PCE_REASON_NONE;
+				return stmt->is_vacuumcmd ? PCE_REASON_VACUUM : PCE_REASON_ANALYZE;
 			}
 		case T_IndexStmt:
 			*relid = rangevar_relid(((IndexStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & PCE_CMD_CREATE_INDEX) ? PCE_REASON_CREATE_INDEX : PCE_REASON_NONE;
+			return PCE_REASON_CREATE_INDEX;
 		case T_ReindexStmt:
 			*relid = rangevar_relid(((ReindexStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & PCE_CMD_REINDEX) ? PCE_REASON_REINDEX : PCE_REASON_NONE;
+			return PCE_REASON_REINDEX;
 		case T_ClusterStmt:
 			*relid = rangevar_relid(((ClusterStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & PCE_CMD_CLUSTER) ? PCE_REASON_CLUSTER : PCE_REASON_NONE;
+			return PCE_REASON_CLUSTER;
 		case T_RefreshMatViewStmt:
 			*relid = rangevar_relid(((RefreshMatViewStmt *) parsetree)->relation);
-			return (pce_scan_commands_mask & PCE_CMD_REFRESH_MATVIEW) ? PCE_REASON_REFRESH_MATVIEW : PCE_REASON_NONE;
+			return PCE_REASON_REFRESH_MATVIEW;
 		case T_CopyStmt:
 			{
 				CopyStmt   *stmt = (CopyStmt *) parsetree;
@@ -264,11 +261,26 @@ utility_reason(Node *parsetree, Oid *relid)
 				if (stmt->is_from)
 					return PCE_REASON_NONE;
 				*relid = rangevar_relid(stmt->relation);
-				return (pce_scan_commands_mask & PCE_CMD_COPY_TO) ? PCE_REASON_COPY_TO : PCE_REASON_NONE;
+				return PCE_REASON_COPY_TO;
 			}
 		default:
+			*known = false;
 			return PCE_REASON_NONE;
 	}
+}
+
+/* Which reason (if any) makes this utility statement a scan? */
+static enum pce_reason
+utility_reason(Node *parsetree, Oid *relid)
+{
+	bool		known;
+	enum pce_reason command = utility_command(parsetree, relid, &known);
+
+	if (command != PCE_REASON_NONE && (pce_scan_commands_mask & PCE_CMD_BIT(command)))
+		return command;
+	if (known && pce_session_scan == PCE_SCAN_ON)
+		return PCE_REASON_SESSION;
+	return PCE_REASON_NONE;
 }
 
 #define UTILITY_PARAMS PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
@@ -295,11 +307,6 @@ pce_ProcessUtility(UTILITY_PARAMS)
 	if (pce_mode != PCE_MODE_OFF && pce_session_scan != PCE_SCAN_OFF)
 	{
 		reason = utility_reason(pstmt->utilityStmt, &relid);
-		if (reason == PCE_REASON_NONE && pce_session_scan == PCE_SCAN_ON &&
-			(IsA(pstmt->utilityStmt, VacuumStmt) || IsA(pstmt->utilityStmt, IndexStmt) ||
-			 IsA(pstmt->utilityStmt, ReindexStmt) || IsA(pstmt->utilityStmt, ClusterStmt) ||
-			 IsA(pstmt->utilityStmt, RefreshMatViewStmt) || IsA(pstmt->utilityStmt, CopyStmt)))
-			reason = PCE_REASON_SESSION;
 	}
 
 	if (reason == PCE_REASON_NONE)
@@ -365,4 +372,24 @@ pce_classify_init(void)
 	ProcessUtility_hook = pce_ProcessUtility;
 	RegisterXactCallback(pce_xact_callback, NULL);
 	RegisterSubXactCallback(pce_subxact_callback, NULL);
+}
+
+/*
+ * Background processes run no hook of ours; the worker asks this rule, for
+ * each one, which reason (if any) to mark it for: an autovacuum worker
+ * while it vacuums or analyzes, a WAL sender while it sends a base backup.
+ */
+enum pce_reason
+pce_background_reason(const PgBackendStatus *be)
+{
+	if (pce_mode == PCE_MODE_OFF)
+		return PCE_REASON_NONE;
+	if (be->st_backendType == B_AUTOVAC_WORKER && pce_mark_autovacuum &&
+		(be->st_progress_command == PROGRESS_COMMAND_VACUUM ||
+		 be->st_progress_command == PROGRESS_COMMAND_ANALYZE))
+		return PCE_REASON_AUTOVACUUM;
+	if (be->st_backendType == B_WAL_SENDER && pce_mark_basebackup &&
+		be->st_progress_command == PROGRESS_COMMAND_BASEBACKUP)
+		return PCE_REASON_BASEBACKUP;
+	return PCE_REASON_NONE;
 }

@@ -39,7 +39,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -62,26 +61,6 @@
 #define EXTENT_MAX_PAGES	256
 /* times an extent whose pages are still cached after a drop is retried */
 #define DROP_RETRIES		5
-
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-
-/* cachestat(2)'s arguments (linux/mman.h, 6.5) */
-typedef struct CachestatRange
-{
-	uint64		off;
-	uint64		len;
-} CachestatRange;
-
-typedef struct Cachestat
-{
-	uint64		nr_cache;
-	uint64		nr_dirty;
-	uint64		nr_writeback;
-	uint64		nr_evicted;
-	uint64		nr_recently_evicted;
-} Cachestat;
 
 typedef struct FileKey
 {
@@ -297,14 +276,13 @@ drop_pages(int fd, const Extent *ext, uint32 first, uint32 count)
 static int64
 extent_cached_pages(int fd, const Extent *ext)
 {
-	CachestatRange range;
-	Cachestat	cs;
+	uint64		nr_cache,
+				nr_dirty;
 
-	range.off = ext->start * page_size;
-	range.len = (uint64) ext->npages * page_size;
-	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
+	if (!pce_cachestat(fd, ext->start * page_size, (uint64) ext->npages * page_size,
+					   &nr_cache, &nr_dirty))
 		return -1;
-	return (int64) cs.nr_cache;
+	return (int64) nr_cache;
 }
 
 /*
@@ -474,7 +452,7 @@ handle_event(void *ctx, void *data, size_t size)
 		promote_folio(ev);
 	else
 		record_folio(ev);
-	pce_count(PCE_USTAT_EVENTS_READ, 1);
+	pce_count(PCE_USTAT_RECORDS_READ, 1);
 	return 0;
 }
 
@@ -542,18 +520,18 @@ pce_evictor_poll(void)
 		ring_buffer__consume(ring);
 }
 
-/* Drop the oldest extents until within budget and age. */
+/* Drop the oldest extents until within the settings' budget and age. */
 void
-pce_evictor_enforce(void)
+pce_evictor_enforce(const PceSettings *settings)
 {
-	uint64		budget_pages = ((uint64) pce_scan_budget_mb * 1024 * 1024) / page_size;
+	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	TimestampTz now = GetCurrentTimestamp();
 
 	while (!dlist_is_empty(&extents))
 	{
 		Extent	   *oldest = dlist_head_element(Extent, node, &extents);
-		bool		too_old = pce_scan_max_age_s > 0 &&
-			TimestampDifferenceExceeds(oldest->born, now, pce_scan_max_age_s * 1000);
+		bool		too_old = settings->scan_max_age_s > 0 &&
+			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		if (tracked_pages <= budget_pages && !too_old)
 			break;

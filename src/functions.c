@@ -30,7 +30,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <bpf/bpf.h>
 
 #include "access/relation.h"
 #include "catalog/pg_authid.h"
@@ -56,19 +55,9 @@ PG_FUNCTION_INFO_V1(cache_ext_relation_cache);
 
 static const char *const bpf_stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
 
-static const char *const ustat_names[PCE_USTAT__COUNT] = {
-	[PCE_USTAT_MARKS] = "marks",
-	[PCE_USTAT_UNMARKS] = "unmarks",
-	[PCE_USTAT_STALE_REMOVED] = "stale_marks_removed",
-	[PCE_USTAT_MAP_FULL] = "map_full",
-	[PCE_USTAT_MAP_ERRORS] = "map_errors",
-	[PCE_USTAT_EVENTS_READ] = "records_read",
-	[PCE_USTAT_EXTENTS_DROPPED] = "extents_dropped",
-	[PCE_USTAT_BYTES_DROPPED] = "bytes_dropped",
-	[PCE_USTAT_FILES_NOT_FOUND] = "files_not_found",
-	[PCE_USTAT_DROP_ERRORS] = "drop_errors",
-	[PCE_USTAT_BYTES_PROMOTED] = "bytes_promoted",
-};
+#define USTAT_NAME_ENTRY(sym, name) [PCE_USTAT_##sym] = name,
+static const char *const ustat_names[PCE_USTAT__COUNT] = {PCE_USTAT_TABLE(USTAT_NAME_ENTRY)};
+#undef USTAT_NAME_ENTRY
 
 static void
 put_text_row(ReturnSetInfo *rsinfo, const char *name, const char *value)
@@ -93,24 +82,6 @@ put_count_row(ReturnSetInfo *rsinfo, const char *name, uint64 value)
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum((int64) value);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-}
-
-static int
-count_kernel_marks(void)
-{
-	int			fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
-	__u32		key,
-				next,
-			   *prev = NULL;
-	int			n = 0;
-
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0 && n < PCE_MAX_SCAN_PIDS)
-	{
-		n++;
-		key = next;
-		prev = &key;
-	}
-	return n;
 }
 
 /*
@@ -159,11 +130,11 @@ mglru_enabled(void)
 
 /* Are scan pages that other backends use kept (promoted)?  If not, why. */
 static const char *
-promotion_note(enum pce_mechanism mech)
+promotion_note(enum pce_mechanism mech, const PceSettings *settings)
 {
 	if (mech == PCE_MECH_NONE)
 		return NULL;
-	if (!pce_promote_on_access)
+	if (!settings->promote_on_access)
 		return "off (pg_cache_ext.promote_on_access)";
 	if (mech == PCE_MECH_CACHE_EXT)
 		return "on: the policy moves a scan folio that another task touches to its main list";
@@ -189,19 +160,21 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	char		worker_status[256];
 	int			worker_pid;
 	bool		maps_ok;
+	PceSettings settings;
 
 	InitMaterializedSRF(fcinfo, 0);
 
+	pce_settings_snapshot(&settings);
 	maps_ok = pce_maps_open(true);
-	mech = pce_current_mechanism(&reason, &info);
+	mech = pce_current_mechanism(&settings, &reason, &info);
 
 	put_text_row(rsinfo, "state", mech != PCE_MECH_NONE ? "active" : "idle");
 	put_text_row(rsinfo, "reason", reason);
-	put_text_row(rsinfo, "mode", pce_mode_name(pce_mode));
+	put_text_row(rsinfo, "mode", pce_mode_name(settings.mode));
 	put_text_row(rsinfo, "mechanism", pce_mechanism_name(mech));
 	uname(&uts);
 	put_text_row(rsinfo, "kernel", uts.release);
-	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_has_cache_ext() ? "yes" : "no");
+	put_text_row(rsinfo, "kernel_has_cache_ext", pce_kernel_btf_has_cache_ext() ? "yes" : "no");
 	put_text_row(rsinfo, "unprivileged_bpf", unprivileged_bpf_note(uts.release, buf, sizeof(buf)));
 	if (info.abi_version == PCE_ABI_VERSION)
 	{
@@ -213,10 +186,10 @@ cache_ext_status(PG_FUNCTION_ARGS)
 		put_text_row(rsinfo, "loader", "not reachable");
 	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
 	put_text_row(rsinfo, "cgroup", info.cgroup[0] ? info.cgroup : NULL);
-	put_text_row(rsinfo, "promotion", promotion_note(mech));
+	put_text_row(rsinfo, "promotion", promotion_note(mech, &settings));
 	if (maps_ok)
 	{
-		snprintf(buf, sizeof(buf), "%d", count_kernel_marks());
+		snprintf(buf, sizeof(buf), "%d", Max(pce_map_walk_marks(NULL, NULL), 0));
 		put_text_row(rsinfo, "kernel_map_entries", buf);
 	}
 	else
@@ -254,6 +227,7 @@ cache_ext_stats(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	uint64		bpf_stats[PCE_STAT__COUNT];
 	char		name[64];
+	PceSettings settings;
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -274,7 +248,8 @@ cache_ext_stats(PG_FUNCTION_ARGS)
 	put_count_row(rsinfo, "extents_tracked", pce_shared->extents_tracked);
 	put_count_row(rsinfo, "bytes_tracked", pce_shared->bytes_tracked);
 	LWLockRelease(pce_shared->lock);
-	put_count_row(rsinfo, "budget_bytes", (uint64) pce_scan_budget_mb * 1024 * 1024);
+	pce_settings_snapshot(&settings);
+	put_count_row(rsinfo, "budget_bytes", (uint64) settings.scan_budget_mb * 1024 * 1024);
 	return (Datum) 0;
 }
 
@@ -353,86 +328,18 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 
 /* ---- relation residency ---- */
 
-#ifndef __NR_cachestat
-#define __NR_cachestat 451
-#endif
-
-struct pce_cachestat_range
-{
-	uint64		off;
-	uint64		len;
-};
-
-struct pce_cachestat
-{
-	uint64		nr_cache;
-	uint64		nr_dirty;
-	uint64		nr_writeback;
-	uint64		nr_evicted;
-	uint64		nr_recently_evicted;
-};
-
 /*
- * Cached and dirty pages of one open file: cachestat(2) where the kernel has
- * it (6.5+), else mincore() on a mapping (no dirty count then).
+ * Error out unless the current role may read relation relid.  Privileges
+ * are checked first, without a lock: a role that may not read the relation
+ * must not be able to queue behind, or in front of, an AccessExclusiveLock
+ * on it.
  */
-static bool
-file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)
+static void
+check_relation_readable(Oid relid)
 {
-	struct pce_cachestat_range range = {0, 0};
-	struct pce_cachestat cs;
-	long		pagesz = sysconf(_SC_PAGESIZE);
-
-	if (syscall(__NR_cachestat, fd, &range, &cs, 0) == 0)
-	{
-		*cached += cs.nr_cache * pagesz;
-		*dirty += cs.nr_dirty * pagesz;
-		*method = "cachestat";
-		return true;
-	}
-	if (size > 0)
-	{
-		size_t		npages = (size + pagesz - 1) / pagesz;
-		unsigned char *vec;
-		void	   *addr = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-
-		if (addr == MAP_FAILED)
-			return false;
-		vec = palloc(npages);
-		if (mincore(addr, size, vec) == 0)
-			for (size_t i = 0; i < npages; i++)
-				if (vec[i] & 1)
-					*cached += pagesz;
-		pfree(vec);
-		munmap(addr, size);
-	}
-	*method = "mincore";
-	return true;
-}
-
-Datum
-cache_ext_relation_cache(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Relation	rel;
-	char		base[MAXPGPATH];
-	uint64		total = 0,
-				cached = 0,
-				dirty = 0;
-	const char *method = "cachestat";
-	Datum		values[5];
-	bool		nulls[5] = {0};
 	AclResult	aclresult;
 	bool		is_missing = false;
 
-	InitMaterializedSRF(fcinfo, 0);
-
-	/*
-	 * Privileges first, without a lock: a role that may not read the
-	 * relation must not be able to queue behind, or in front of, an
-	 * AccessExclusiveLock on it.
-	 */
 	aclresult = pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &is_missing);
 	if (is_missing)
 		ereport(ERROR,
@@ -448,6 +355,25 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 					 errmsg("relation with OID %u does not exist", relid)));
 		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)), relname);
 	}
+}
+
+Datum
+cache_ext_relation_cache(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	rel;
+	char		base[MAXPGPATH];
+	uint64		total = 0,
+				cached = 0,
+				dirty = 0;
+	const char *method = "cachestat";
+	Datum		values[5];
+	bool		nulls[5] = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	check_relation_readable(relid);
 
 	rel = try_relation_open(relid, AccessShareLock);
 	if (rel == NULL)
@@ -476,7 +402,7 @@ cache_ext_relation_cache(PG_FUNCTION_ARGS)
 		if (fstat(fd, &st) == 0)
 		{
 			total += st.st_size;
-			file_residency(fd, st.st_size, &cached, &dirty, &method);
+			pce_file_residency(fd, st.st_size, &cached, &dirty, &method);
 		}
 		close(fd);
 	}

@@ -31,6 +31,7 @@
 
 #include "compat.h"
 #include "pg_cache_ext_int.h"
+#include "pce_paths.h"
 #include "scan_commands.h"
 
 PG_MODULE_MAGIC;
@@ -47,21 +48,21 @@ bool		pce_mark_basebackup = true;
 int			pce_session_scan = PCE_SCAN_AUTO;
 int			pce_scan_budget_mb = 32;
 int			pce_scan_max_age_s = 60;
-bool		pce_promote_on_access = true;
-int			pce_scan_min_percent = 5;
+bool		pce_promote_on_access = PCE_KNOB_DEFAULT(promote_on_access);
+int			pce_scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent);
 
 PceShared  *pce_shared = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+/* the modes' names are the loader's too (bpf/pce_modes.h) */
+#define PCE_MODE_GUC_ENTRY(sym, name) {name, sym, false},
 static const struct config_enum_entry mode_options[] = {
-	{"off", PCE_MODE_OFF, false},
-	{"auto", PCE_MODE_AUTO, false},
-	{"stock", PCE_MODE_STOCK, false},
-	{"cache_ext", PCE_MODE_CACHE_EXT, false},
+	PCE_MODE_TABLE(PCE_MODE_GUC_ENTRY)
 	{NULL, 0, false}
 };
+#undef PCE_MODE_GUC_ENTRY
 
 static const struct config_enum_entry session_scan_options[] = {
 	{"auto", PCE_SCAN_AUTO, false},
@@ -146,13 +147,14 @@ pce_shmem_startup(void)
 }
 
 /*
- * Every GUC of the module, in one place.
+ * Every GUC of the module, in one place: what is loaded and where, what
+ * marks a backend, and how scan pages are evicted.
  */
 static void
-pce_define_gucs(void)
+define_mechanism_gucs(void)
 {
 	DefineCustomEnumVariable("pg_cache_ext.mode",
-							 "Which eviction mechanism to use: auto, stock, cache_ext or off.",
+							 "Which eviction mechanism to use: " PCE_MODE_CHOICES ".",
 							 "auto uses whatever the loader put in place; stock or cache_ext "
 							 "accept only that mechanism; off marks nothing and evicts nothing.",
 							 &pce_mode, PCE_MODE_AUTO, mode_options,
@@ -161,7 +163,7 @@ pce_define_gucs(void)
 	DefineCustomStringVariable("pg_cache_ext.bpffs_dir",
 							   "Directory below which the loader pins the maps, one subdirectory per cluster.",
 							   NULL,
-							   &pce_bpffs_dir, "/sys/fs/bpf/pg_cache_ext",
+							   &pce_bpffs_dir, PCE_DEFAULT_BPFFS_DIR,
 							   PGC_POSTMASTER, 0, check_bpffs_dir, NULL, NULL);
 
 	/* read by the loader, from this file, before the server starts */
@@ -170,7 +172,16 @@ pce_define_gucs(void)
 							   "Empty: the cgroup the loader runs in (the cluster's systemd unit).",
 							   &pce_cgroup, "",
 							   PGC_POSTMASTER, 0, check_cgroup, NULL, NULL);
+}
 
+static void
+define_marking_gucs(void)
+{
+	/* GUC keeps the pointer: static, and made from the table once */
+	static char scan_commands_help[320];
+
+	snprintf(scan_commands_help, sizeof(scan_commands_help),
+			 "Comma-separated list of: %s; or all, or none.", pce_scan_command_words());
 	/*
 	 * The default is PostgreSQL's own bulk-read rule: a relation larger than
 	 * a quarter of shared_buffers is read through a ring buffer.
@@ -184,8 +195,7 @@ pce_define_gucs(void)
 
 	DefineCustomStringVariable("pg_cache_ext.scan_commands",
 							   "Utility commands that mark the backend as scanning.",
-							   "Comma-separated list of: vacuum, analyze, create_index, reindex, "
-							   "cluster, refresh_matview, copy_to; or all, or none.",
+							   scan_commands_help,
 							   &pce_scan_commands, "all",
 							   PGC_USERSET, GUC_LIST_INPUT,
 							   check_scan_commands, assign_scan_commands, NULL);
@@ -204,7 +214,12 @@ pce_define_gucs(void)
 							 "Mark this session's statements as scans: auto (by rule), on (always) or off (never).",
 							 NULL, &pce_session_scan, PCE_SCAN_AUTO, session_scan_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+}
 
+/* the knobs among these reach BPF through status.c (PceSettings) */
+static void
+define_eviction_gucs(void)
+{
 	DefineCustomIntVariable("pg_cache_ext.scan_budget",
 							"Page cache that pages brought in by scans may hold (stock-kernel mechanism).",
 							NULL, &pce_scan_budget_mb, 32, 1, 1024 * 1024,
@@ -217,47 +232,54 @@ pce_define_gucs(void)
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("pg_cache_ext.promote_on_access",
-							 "Move a scan page to the main list when a backend that is not scanning touches it (cache_ext).",
-							 NULL, &pce_promote_on_access, true,
+							 "Keep a scan page when a backend that is not scanning touches it (cache_ext: move it "
+							 "to the main list; stock kernel: the evictor does not drop it).",
+							 NULL, &pce_promote_on_access, PCE_KNOB_DEFAULT(promote_on_access),
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("pg_cache_ext.scan_min_percent",
 							"Below this share of the cgroup's pages the scan list is not drained first (cache_ext).",
-							NULL, &pce_scan_min_percent, 5, 0, 100,
+							NULL, &pce_scan_min_percent, PCE_KNOB_DEFAULT(scan_min_percent), 0,
+							PCE_KNOB_MAX_scan_min_percent,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+}
 
+static void
+pce_define_gucs(void)
+{
+	define_mechanism_gucs();
+	define_marking_gucs();
+	define_eviction_gucs();
 	MarkGUCPrefixReserved("pg_cache_ext");
+}
+
+/*
+ * The path GUCs follow the loader's one path rule (bpf/pce_paths.h), so that
+ * a value the server accepts the loader accepts at boot, and the reverse.
+ */
+static bool
+check_path_setting(const char *name, const char *value)
+{
+	const char *why = pce_path_problem(value);
+
+	if (why)
+		GUC_check_errdetail("%s is %s: use the plain absolute path.", name, why);
+	return why == NULL;
 }
 
 static bool
 check_bpffs_dir(char **newval, void **extra, GucSource source)
 {
-	if (*newval == NULL || (*newval)[0] != '/')
-	{
-		GUC_check_errdetail("pg_cache_ext.bpffs_dir must be an absolute path.");
-		return false;
-	}
-	if (strlen(*newval) > MAXPGPATH - 64)
-	{
-		GUC_check_errdetail("pg_cache_ext.bpffs_dir is too long.");
-		return false;
-	}
-	return true;
+	return check_path_setting("pg_cache_ext.bpffs_dir", *newval);
 }
 
+/* empty: the loader's own cgroup */
 static bool
 check_cgroup(char **newval, void **extra, GucSource source)
 {
-	const char *v = *newval ? *newval : "";
-
-	if (v[0] == '\0')
+	if (*newval == NULL || (*newval)[0] == '\0')
 		return true;
-	if (v[0] != '/' || strstr(v, "/..") != NULL || strlen(v) > MAXPGPATH - 64)
-	{
-		GUC_check_errdetail("pg_cache_ext.cgroup must be empty or an absolute path without \"..\".");
-		return false;
-	}
-	return true;
+	return check_path_setting("pg_cache_ext.cgroup", *newval);
 }
 
 static bool
@@ -270,8 +292,8 @@ check_scan_commands(char **newval, void **extra, GucSource source)
 	if (mask < 0)
 	{
 		if (bad[0])
-			GUC_check_errdetail("Unrecognized command \"%s\": use vacuum, analyze, create_index, "
-								"reindex, cluster, refresh_matview, copy_to, all or none.", bad);
+			GUC_check_errdetail("Unrecognized command \"%s\": use %s, all or none.",
+								bad, pce_scan_command_words());
 		else
 			GUC_check_errdetail("List syntax is invalid.");
 		return false;

@@ -3,15 +3,20 @@
  * pg_cache_ext_int.h
  *		Declarations shared by the files of the pg_cache_ext module.
  *
- * The module has four parts:
+ * The module's files:
  *	pg_cache_ext.c	_PG_init, every GUC, shared memory
- *	bpf_maps.c		opening the pinned BPF maps and talking to them
+ *	bpf_maps.c		map transport: opening the pins, reading and writing maps
+ *	status.c		settings snapshot, knobs from it, mechanism in force,
+ *					kernel probe
  *	registry.c		marking/unmarking PIDs (kernel map + shared-memory mirror)
- *	classify.c		executor and utility hooks: what counts as a scan
+ *	classify.c		executor and utility hooks: what counts as a scan; the
+ *					rule for background processes
+ *	scan_commands.c	the utility-command names of pg_cache_ext.scan_commands
  *	worker.c		the background worker: stale marks, autovacuum and base
  *					backup marks, knobs, and the stock-kernel evictor
  *	evictor.c		stock-kernel evictor: scan folios kept within a budget
  *	functions.c		the SQL-callable functions
+ *	cachestat.c		the cachestat() system call (page cache residency)
  *
  *-------------------------------------------------------------------------
  */
@@ -26,14 +31,8 @@
 
 #include "pg_cache_ext.h"		/* the BPF/C contract, in bpf/ */
 
-/* pg_cache_ext.mode */
-typedef enum PceMode
-{
-	PCE_MODE_OFF,
-	PCE_MODE_AUTO,
-	PCE_MODE_STOCK,
-	PCE_MODE_CACHE_EXT
-} PceMode;
+/* pg_cache_ext.mode: PceMode and its names, shared with the loader */
+#include "pce_modes.h"
 
 /* pg_cache_ext.scan */
 typedef enum PceSessionScan
@@ -60,23 +59,28 @@ extern int	pce_scan_min_percent;
 
 /*
  * Counters kept by the module itself (the BPF programs keep theirs in the
- * stats map).  Names in pce_ustat_names[] in functions.c.
+ * stats map): X(symbol, name as cache_ext_stats() shows it).
  */
+#define PCE_USTAT_TABLE(X) \
+	X(MARKS, "marks") \
+	X(UNMARKS, "unmarks") \
+	X(STALE_MARKS_REMOVED, "stale_marks_removed") \
+	X(MAP_FULL, "map_full") \
+	X(MAP_ERRORS, "map_errors") \
+	X(RECORDS_READ, "records_read") \
+	X(EXTENTS_DROPPED, "extents_dropped") \
+	X(BYTES_DROPPED, "bytes_dropped") \
+	X(FILES_NOT_FOUND, "files_not_found") \
+	X(DROP_ERRORS, "drop_errors") \
+	X(BYTES_PROMOTED, "bytes_promoted")
+
+#define PCE_USTAT_ENUM_ENTRY(sym, name) PCE_USTAT_##sym,
 typedef enum PceUstat
 {
-	PCE_USTAT_MARKS = 0,
-	PCE_USTAT_UNMARKS,
-	PCE_USTAT_STALE_REMOVED,
-	PCE_USTAT_MAP_FULL,
-	PCE_USTAT_MAP_ERRORS,
-	PCE_USTAT_EVENTS_READ,
-	PCE_USTAT_EXTENTS_DROPPED,
-	PCE_USTAT_BYTES_DROPPED,
-	PCE_USTAT_FILES_NOT_FOUND,
-	PCE_USTAT_DROP_ERRORS,
-	PCE_USTAT_BYTES_PROMOTED,
+	PCE_USTAT_TABLE(PCE_USTAT_ENUM_ENTRY)
 	PCE_USTAT__COUNT
 } PceUstat;
+#undef PCE_USTAT_ENUM_ENTRY
 
 /* One marked backend, for cache_ext_scans(); indexed by pgprocno. */
 typedef struct PceScanSlot
@@ -90,6 +94,14 @@ typedef struct PceScanSlot
 	bool		in_kernel;		/* did the map update succeed? */
 } PceScanSlot;
 
+/* a kernel probe's result, kept in shared memory (0 until probed) */
+typedef enum PceKernelProbe
+{
+	PCE_PROBE_UNKNOWN = 0,
+	PCE_PROBE_NO,
+	PCE_PROBE_YES
+} PceKernelProbe;
+
 typedef struct PceShared
 {
 	LWLock	   *lock;			/* protects slots[] and the worker fields */
@@ -101,6 +113,7 @@ typedef struct PceShared
 	uint64		extents_tracked;	/* evictor gauges, written by the worker */
 	uint64		bytes_tracked;
 	char		worker_status[256];
+	PceKernelProbe btf_has_cache_ext;	/* see pce_kernel_btf_has_cache_ext() */
 	int			nslots;
 	PceScanSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } PceShared;
@@ -133,14 +146,32 @@ extern uint64 pce_maps_generation(void);
 extern int	pce_map_update_mark(__u32 pid, const struct pce_scan_mark *mark);
 extern int	pce_map_delete_mark(__u32 pid);
 extern bool pce_map_has_mark(__u32 pid);
+typedef bool (*PceMarkVisitor) (__u32 pid, const struct pce_scan_mark *mark, void *arg);
+extern int	pce_map_walk_marks(PceMarkVisitor visit, void *arg);
 extern bool pce_map_read_stats(uint64 *out);
 extern bool pce_map_read_loader_info(struct pce_loader_info *out);
-extern bool pce_map_write_knobs(void);
-extern bool pce_kernel_has_cache_ext(void);
+extern bool pce_map_write_knobs(const struct pce_knobs *knobs);
+
+/*
+ * status.c: the settings that reach the evictor and the BPF knobs, taken
+ * once per configuration reload and passed explicitly.
+ */
+typedef struct PceSettings
+{
+	int			mode;			/* PceMode */
+	bool		promote_on_access;
+	int			scan_min_percent;
+	int			scan_budget_mb;
+	int			scan_max_age_s;
+} PceSettings;
+
+extern void pce_settings_snapshot(PceSettings *settings);
+extern void pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs);
+extern bool pce_kernel_btf_has_cache_ext(void);
 extern const char *pce_mode_name(int mode);
 extern const char *pce_mechanism_name(uint32 mech);
-extern enum pce_mechanism pce_current_mechanism(const char **why, struct pce_loader_info *info);
-extern uint64 pce_proc_start_ticks(int pid);
+extern enum pce_mechanism pce_current_mechanism(const PceSettings *settings, const char **why,
+												struct pce_loader_info *info);
 
 /* registry.c */
 extern bool pce_mark_self(enum pce_reason reason, Oid relid);
@@ -149,22 +180,28 @@ extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid reli
 						   Oid userid);
 extern void pce_unmark_other(int pid, int procno);
 extern int	pce_remove_stale_marks(bool sweep_slots);
-extern bool pce_self_marked(void);
 
 /* classify.c */
 extern void pce_classify_init(void);
+struct PgBackendStatus;
+extern enum pce_reason pce_background_reason(const struct PgBackendStatus *be);
 extern const char *const pce_reason_names[PCE_REASON__COUNT];
 
 /* worker.c */
 extern void pce_worker_register(void);
 PGDLLEXPORT void pce_worker_main(Datum arg);
 
+/* cachestat.c */
+extern bool pce_cachestat(int fd, uint64 off, uint64 len, uint64 *nr_cache, uint64 *nr_dirty);
+extern bool pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty,
+							   const char **method);
+
 /* evictor.c */
 extern bool pce_evictor_start(void);
 extern void pce_evictor_stop(void);
 extern int	pce_evictor_fd(void);
 extern void pce_evictor_poll(void);
-extern void pce_evictor_enforce(void);
+extern void pce_evictor_enforce(const PceSettings *settings);
 extern void pce_evictor_forget_all(void);
 
 #endif							/* PG_CACHE_EXT_MODULE_H */

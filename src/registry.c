@@ -26,7 +26,6 @@
 
 #include <errno.h>
 
-#include <bpf/bpf.h>
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -36,6 +35,7 @@
 
 #include "compat.h"
 #include "pg_cache_ext_int.h"
+#include "pce_proc_stat.h"
 
 static bool self_marked = false;
 static bool exit_callback_registered = false;
@@ -152,12 +152,6 @@ unmark_at_exit(int code, Datum arg)
 	pce_unmark_self();
 }
 
-bool
-pce_self_marked(void)
-{
-	return self_marked;
-}
-
 /*
  * Mark this process.  Idempotent: the first reason wins until unmarked.
  */
@@ -223,6 +217,30 @@ pid_in_slots(const PceScanSlot *slots, int nslots, int pid)
 	return false;
 }
 
+/* What the sweep collects from the map (see pce_remove_stale_marks). */
+typedef struct StaleMarks
+{
+	__u32	   *stale;			/* PIDs to remove, PCE_MAX_SCAN_PIDS at most */
+	int			nstale;
+	PceScanSlot *slots;			/* a copy of the slots, or NULL */
+	int			nslots;
+	TimestampTz grace_start;	/* marks made after this are left alone */
+} StaleMarks;
+
+static bool
+collect_stale_mark(__u32 pid, const struct pce_scan_mark *mark, void *arg)
+{
+	StaleMarks *ctx = (StaleMarks *) arg;
+
+	if (mark->proc_start_ticks == 0 ||
+		pce_proc_start_ticks((int) pid) != mark->proc_start_ticks ||
+		(ctx->slots && mark->reason != PCE_REASON_TEST &&
+		 (TimestampTz) mark->marked_at_us < ctx->grace_start &&
+		 !pid_in_slots(ctx->slots, ctx->nslots, (int) pid)))
+		ctx->stale[ctx->nstale++] = pid;
+	return ctx->nstale < PCE_MAX_SCAN_PIDS;
+}
+
 /*
  * Remove kernel marks that nobody will remove:
  *	- the mark has no start time (0): no mark of ours lacks one;
@@ -239,53 +257,32 @@ pid_in_slots(const PceScanSlot *slots, int nslots, int pid)
 int
 pce_remove_stale_marks(bool sweep_slots)
 {
-	int			fd;
-	__u32		key;
-	__u32		next;
-	__u32	   *prev = NULL;
 	static __u32 stale[PCE_MAX_SCAN_PIDS];	/* the whole map in one pass */
-	int			nstale = 0;
+	StaleMarks	ctx = {stale, 0, NULL, 0, GetCurrentTimestamp() - USECS_PER_SEC};
 	int			removed = 0;
-	PceScanSlot *slots = NULL;
-	int			nslots = 0;
-	TimestampTz grace_start = GetCurrentTimestamp() - USECS_PER_SEC;
 
 	if (!pce_maps_open(false))
 		goto sweep;
 
 	if (sweep_slots && pce_shared)
 	{
-		nslots = pce_shared->nslots;
-		slots = palloc(sizeof(PceScanSlot) * nslots);
+		ctx.nslots = pce_shared->nslots;
+		ctx.slots = palloc(sizeof(PceScanSlot) * ctx.nslots);
 		LWLockAcquire(pce_shared->lock, LW_SHARED);
-		memcpy(slots, pce_shared->slots, sizeof(PceScanSlot) * nslots);
+		memcpy(ctx.slots, pce_shared->slots, sizeof(PceScanSlot) * ctx.nslots);
 		LWLockRelease(pce_shared->lock);
 	}
 
-	fd = pce_map_fd(PCE_PIN_SCAN_PIDS);
-	while (bpf_map_get_next_key(fd, prev, &next) == 0 && nstale < lengthof(stale))
+	(void) pce_map_walk_marks(collect_stale_mark, &ctx);
+	for (int i = 0; i < ctx.nstale; i++)
 	{
-		struct pce_scan_mark mark;
-
-		if (bpf_map_lookup_elem(fd, &next, &mark) == 0 &&
-			(mark.proc_start_ticks == 0 ||
-			 pce_proc_start_ticks((int) next) != mark.proc_start_ticks ||
-			 (slots && mark.reason != PCE_REASON_TEST &&
-			  (TimestampTz) mark.marked_at_us < grace_start &&
-			  !pid_in_slots(slots, nslots, (int) next))))
-			stale[nstale++] = next;
-		key = next;
-		prev = &key;
-	}
-	for (int i = 0; i < nstale; i++)
-	{
-		if (bpf_map_delete_elem(fd, &stale[i]) == 0)
+		if (pce_map_delete_mark(stale[i]) == 0)
 			removed++;
 	}
 	if (removed > 0)
-		pce_count(PCE_USTAT_STALE_REMOVED, removed);
-	if (slots)
-		pfree(slots);
+		pce_count(PCE_USTAT_STALE_MARKS_REMOVED, removed);
+	if (ctx.slots)
+		pfree(ctx.slots);
 
 sweep:
 	if (pce_shared && sweep_slots)

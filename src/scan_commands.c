@@ -12,27 +12,61 @@
  *-------------------------------------------------------------------------
  */
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "scan_commands.h"
 
+/* every reason's word; only the commands' (bits != 0) and all/none match */
+#define COMMAND_WORD(sym, name, is_command) \
+	{name, (is_command) ? PCE_CMD_BIT(PCE_REASON_##sym) : 0},
 static const struct
 {
 	const char *name;
 	int			bits;
 }			command_words[] = {
-	{"vacuum", PCE_CMD_VACUUM},
-	{"analyze", PCE_CMD_ANALYZE},
-	{"create_index", PCE_CMD_CREATE_INDEX},
-	{"reindex", PCE_CMD_REINDEX},
-	{"cluster", PCE_CMD_CLUSTER},
-	{"refresh_matview", PCE_CMD_REFRESH_MATVIEW},
-	{"copy_to", PCE_CMD_COPY_TO},
+	PCE_REASON_TABLE(COMMAND_WORD)
 	{"all", PCE_CMD_ALL},
 	{"none", 0},
 };
+#undef COMMAND_WORD
+
+static int
+word_bits(const char *word, size_t len)
+{
+	for (size_t i = 0; i < sizeof(command_words) / sizeof(command_words[0]); i++)
+	{
+		const char *name = command_words[i].name;
+		bool		word_of_reason = i < PCE_REASON__COUNT;
+
+		if (word_of_reason && command_words[i].bits == 0)
+			continue;
+		if (strlen(name) == len && strncasecmp(name, word, len) == 0)
+			return command_words[i].bits;
+	}
+	return -1;
+}
+
+const char *
+pce_scan_command_words(void)
+{
+	static char words[256];
+
+	if (words[0] == '\0')
+	{
+		for (int i = 0; i < PCE_REASON__COUNT; i++)
+		{
+			if (command_words[i].bits == 0)
+				continue;
+			if (words[0])
+				strncat(words, ", ", sizeof(words) - strlen(words) - 1);
+			strncat(words, command_words[i].name, sizeof(words) - strlen(words) - 1);
+		}
+	}
+	return words;
+}
 
 int
 pce_parse_scan_commands(const char *value, char *bad, size_t badlen)
@@ -53,7 +87,7 @@ pce_parse_scan_commands(const char *value, char *bad, size_t badlen)
 	{
 		const char *start;
 		size_t		len;
-		int			found = 0;
+		int			bits;
 
 		while (isspace((unsigned char) *p))
 			p++;
@@ -66,22 +100,14 @@ pce_parse_scan_commands(const char *value, char *bad, size_t badlen)
 		if (len == 0)
 			return -1;			/* empty element: syntax error, bad stays "" */
 
-		for (size_t i = 0; i < sizeof(command_words) / sizeof(command_words[0]); i++)
-		{
-			if (strlen(command_words[i].name) == len &&
-				strncasecmp(command_words[i].name, start, len) == 0)
-			{
-				mask |= command_words[i].bits;
-				found = 1;
-				break;
-			}
-		}
-		if (!found)
+		bits = word_bits(start, len);
+		if (bits < 0)
 		{
 			if (bad && badlen > 0)
 				snprintf(bad, badlen, "%.*s", (int) (len < 64 ? len : 64), start);
 			return -1;
 		}
+		mask |= bits;
 		if (*p == '\0')
 			return mask;
 		p++;					/* skip the comma */

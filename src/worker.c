@@ -88,22 +88,6 @@ set_worker_status(const char *fmt,...)
 	LWLockRelease(pce_shared->lock);
 }
 
-/* Which reason, if any, should this background process be marked for? */
-static enum pce_reason
-background_reason(PgBackendStatus *be)
-{
-	if (pce_mode == PCE_MODE_OFF)
-		return PCE_REASON_NONE;
-	if (be->st_backendType == B_AUTOVAC_WORKER && pce_mark_autovacuum &&
-		(be->st_progress_command == PROGRESS_COMMAND_VACUUM ||
-		 be->st_progress_command == PROGRESS_COMMAND_ANALYZE))
-		return PCE_REASON_AUTOVACUUM;
-	if (be->st_backendType == B_WAL_SENDER && pce_mark_basebackup &&
-		be->st_progress_command == PROGRESS_COMMAND_BASEBACKUP)
-		return PCE_REASON_BASEBACKUP;
-	return PCE_REASON_NONE;
-}
-
 static int
 find_bg_mark(int pid)
 {
@@ -132,7 +116,7 @@ mark_background_processes(void)
 		if (!local)
 			continue;
 		be = &local->backendStatus;
-		reason = background_reason(be);
+		reason = pce_background_reason(be);
 		if (reason == PCE_REASON_NONE)
 			continue;
 		idx = find_bg_mark(be->st_procpid);
@@ -167,12 +151,39 @@ mark_background_processes(void)
 	pgstat_clear_backend_activity_snapshot();
 }
 
+/* One loop's work for the mechanism in force, and the status line saying it. */
+static void
+run_mechanism(enum pce_mechanism mech, const char *why, const PceSettings *settings)
+{
+	if (mech == PCE_MECH_STOCK)
+	{
+		if (pce_evictor_start())
+		{
+			pce_evictor_poll();
+			pce_evictor_enforce(settings);
+			set_worker_status("stock-kernel evictor running (budget %d MB)", settings->scan_budget_mb);
+		}
+		else
+			set_worker_status("cannot open the tracker's ring buffer: %m");
+	}
+	else
+	{
+		pce_evictor_stop();
+		pce_evictor_forget_all();
+		if (mech == PCE_MECH_CACHE_EXT)
+			set_worker_status("cache_ext policy in the kernel; worker keeps knobs and marks");
+		else
+			set_worker_status("idle: %s", why ? why : "no mechanism");
+	}
+}
+
 void
 pce_worker_main(Datum arg)
 {
 	TimestampTz last_housekeeping = 0;
 	bool		knobs_written = false;
 	uint64		knobs_generation = 0;
+	PceSettings settings;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -181,6 +192,10 @@ pce_worker_main(Datum arg)
 	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
 	pce_shared->worker_pid = MyProcPid;
 	LWLockRelease(pce_shared->lock);
+
+	/* probe the kernel once for the cluster, before any backend asks */
+	(void) pce_kernel_btf_has_cache_ext();
+	pce_settings_snapshot(&settings);
 
 	for (;;)
 	{
@@ -195,39 +210,24 @@ pce_worker_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			pce_settings_snapshot(&settings);
 			knobs_written = false;
 		}
 
-		mech = pce_current_mechanism(&why, NULL);
+		mech = pce_current_mechanism(&settings, &why, NULL);
 		/* write the knobs after a reload and into every newly opened map */
 		if (pce_maps_generation() != knobs_generation)
 			knobs_written = false;
 		if (!knobs_written && pce_maps_open(false))
 		{
-			knobs_written = pce_map_write_knobs();
+			struct pce_knobs knobs;
+
+			pce_knobs_from_settings(&settings, &knobs);
+			knobs_written = pce_map_write_knobs(&knobs);
 			knobs_generation = pce_maps_generation();
 		}
 
-		if (mech == PCE_MECH_STOCK)
-		{
-			if (pce_evictor_start())
-			{
-				pce_evictor_poll();
-				pce_evictor_enforce();
-				set_worker_status("stock-kernel evictor running (budget %d MB)", pce_scan_budget_mb);
-			}
-			else
-				set_worker_status("cannot open the tracker's ring buffer: %m");
-		}
-		else
-		{
-			pce_evictor_stop();
-			pce_evictor_forget_all();
-			if (mech == PCE_MECH_CACHE_EXT)
-				set_worker_status("cache_ext policy in the kernel; worker keeps knobs and marks");
-			else
-				set_worker_status("idle: %s", why ? why : "no mechanism");
-		}
+		run_mechanism(mech, why, &settings);
 
 		now = GetCurrentTimestamp();
 		if (TimestampDifferenceExceeds(last_housekeeping, now, HOUSEKEEPING_MS))

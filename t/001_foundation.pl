@@ -65,6 +65,12 @@ like($out, qr/^configuration:\s+pg_cache_ext.mode = 'stock' \(\S+postgresql.conf
 like($out, qr/^mode:\s+stock$/m, 'the mode from postgresql.conf applies');
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--mode', 'auto');
 like($out, qr/^mode:\s+auto \(command line\)$/m, 'the command line wins over postgresql.conf');
+# enum values are case-insensitive in PostgreSQL: the loader takes what the server takes
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--mode', 'CACHE_EXT');
+like($out, qr/^mode:\s+cache_ext \(command line\)$/m, '--mode in upper case is the same mode');
+$node->append_conf('postgresql.conf', "pg_cache_ext.mode = 'Stock'");
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir);
+like($out, qr/^mode:\s+stock$/m, 'pg_cache_ext.mode in mixed case is read as the server reads it') or diag($out . $err);
 # (a path the root loader acts on only from a file only root can write:
 # t/035_loader_security.pl tests that one written by postgres is refused)
 my @other_conf = ("# a configuration file elsewhere, as Debian keeps it", "pg_cache_ext.bpffs_dir = 'relative/dir'");

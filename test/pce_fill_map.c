@@ -19,6 +19,7 @@
 #include <bpf/bpf.h>
 
 #include "pg_cache_ext.h"
+#include "pce_proc_stat.h"
 
 int
 main(int argc, char **argv)
@@ -45,20 +46,10 @@ main(int argc, char **argv)
 	if (strcmp(argv[2], "live") == 0 && argc == 4)
 	{
 		__u32		pid = atoi(argv[3]);
-		char		statpath[64];
-		char		buf[1024];
-		FILE	   *f;
-		char	   *p;
 
-		snprintf(statpath, sizeof(statpath), "/proc/%u/stat", pid);
-		f = fopen(statpath, "r");
-		if (!f || !fgets(buf, sizeof(buf), f))
+		mark.proc_start_ticks = pce_proc_start_ticks((int) pid);
+		if (mark.proc_start_ticks == 0)
 			return 1;
-		fclose(f);
-		p = strrchr(buf, ')');
-		for (int field = 2; field < 22 && p; field++)
-			p = strchr(p + 1, ' ');
-		mark.proc_start_ticks = p ? strtoull(p + 1, NULL, 10) : 0;
 		mark.reason = PCE_REASON_SEQSCAN;
 		/* PostgreSQL timestamps count from 2000-01-01; "long ago" is enough */
 		mark.marked_at_us = 0;

@@ -64,7 +64,7 @@ main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "has-cache-ext") == 0)
 	{
-		bool		has = pce_kernel_has_cache_ext(why, sizeof(why));
+		bool		has = pce_kernel_btf_has_cache_ext_ops(why, sizeof(why));
 
 		printf("%s: %s\n", has ? "yes" : "no", why);
 		return has ? 0 : 1;

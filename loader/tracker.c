@@ -1,0 +1,148 @@
+/*
+ * tracker.c
+ *		The loader's stock-kernel part, beside policy.c: load the tracker
+ *		(bpf/tracker.bpf.c) reusing the cluster's pinned maps, attach its
+ *		tracepoints, pin the links with the pins' group, give the knobs their
+ *		defaults; and unpin its links when the cache_ext policy takes over.
+ *
+ * The tracker is loaded in every mode, so that the shared maps exist with
+ * their final layout; in cache_ext mode its links are removed again once
+ * the policy is attached.  Failures end the run (pce_fail, report.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/types.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "pg_cache_ext.h"
+#include "tracker.skel.h"
+#include "pins.h"
+#include "report.h"
+#include "tracker.h"
+
+/* Pin a link under a temporary name, then rename it over the old one. */
+static void
+pin_link_replacing(const struct pce_pins *pins, struct bpf_link *link, const char *name)
+{
+	char		tmp_name[128];
+	char		tmp[PATH_MAX];
+	char		why[PATH_MAX + 256];
+	int			err;
+
+	snprintf(tmp_name, sizeof(tmp_name), "%s_new", name);
+	unlinkat(pins->dir_fd, tmp_name, 0);
+	err = bpf_link__pin(link, pce_pin_path(pins, tmp_name, tmp, sizeof(tmp)));
+	if (err)
+		pce_fail("cannot pin link \"%s/%s\": %s", pins->shown, tmp_name, strerror(-err));
+	if (pce_pin_give_to_group(pins->dir_fd, tmp_name, pins->gid, why, sizeof(why)) != 0)
+		pce_fail("%s", why);
+	if (renameat(pins->dir_fd, tmp_name, pins->dir_fd, name) != 0)
+		pce_fail("cannot rename \"%s/%s\" to \"%s\": %s", pins->shown, tmp_name, name, strerror(errno));
+}
+
+static void
+unpin(const struct pce_pins *pins, const char *name)
+{
+	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
+		pce_fail("cannot remove \"%s/%s\": %s", pins->shown, name, strerror(errno));
+}
+
+/* Knobs get defaults only the first time; later the module owns them. */
+static void
+init_knobs(struct bpf_map *map)
+{
+	struct pce_knobs k;
+	__u32		key = 0;
+	int			fd = bpf_map__fd(map);
+
+	if (bpf_map_lookup_elem(fd, &key, &k) == 0 && k.abi_version == PCE_ABI_VERSION)
+		return;
+	pce_knobs_defaults(&k);
+	if (bpf_map_update_elem(fd, &key, &k, BPF_ANY) != 0)
+		pce_fail("cannot initialise knobs: %s", strerror(errno));
+}
+
+/*
+ * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
+ * its tracepoints and pin the links.  Promotion (the program on
+ * tp_btf/mm_lru_activate) is optional: on a kernel that lacks that
+ * tracepoint, or refuses the attachment, the tracker runs without it and
+ * the loader says so.
+ */
+struct tracker_bpf *
+pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t missinglen)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins->via_fd);
+	struct tracker_bpf *skel;
+	struct bpf_link *add_link;
+	struct bpf_link *remove_link;
+	struct bpf_link *activate_link = NULL;
+	bool		can_promote;
+	int			err;
+
+	promotion_missing[0] = '\0';
+	skel = tracker_bpf__open_opts(&oo);
+	if (!skel)
+		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
+	can_promote = libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
+	if (!can_promote)
+	{
+		snprintf(promotion_missing, missinglen,
+				 "the kernel has no mm_lru_activate tracepoint");
+		bpf_program__set_autoload(skel->progs.on_folio_activated, false);
+	}
+	err = tracker_bpf__load(skel);
+	if (err)
+		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
+			 strerror(-err));
+	add_link = bpf_program__attach(skel->progs.on_page_cache_add);
+	if (!add_link)
+		pce_fail("cannot attach tp_btf/mm_filemap_add_to_page_cache: %s", strerror(errno));
+	remove_link = bpf_program__attach(skel->progs.on_page_cache_delete);
+	if (!remove_link)
+		pce_fail("cannot attach tp_btf/mm_filemap_delete_from_page_cache: %s", strerror(errno));
+	if (can_promote)
+	{
+		activate_link = bpf_program__attach(skel->progs.on_folio_activated);
+		if (!activate_link)
+			snprintf(promotion_missing, missinglen,
+					 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
+	}
+	if (promotion_missing[0])
+		pce_info("scan pages will not be promoted: %s", promotion_missing);
+	pin_link_replacing(pins, add_link, PCE_PIN_TRACKER_LINK);
+	pin_link_replacing(pins, remove_link, PCE_PIN_TRACKER_REMOVE_LINK);
+	if (activate_link)
+		pin_link_replacing(pins, activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	else
+		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	init_knobs(skel->maps.knobs);
+	return skel;
+}
+
+/* In cache_ext mode the policy does the tracker's work: stop the tracker. */
+void
+pce_unpin_tracker_links(const struct pce_pins *pins)
+{
+	unpin(pins, PCE_PIN_TRACKER_LINK);
+	unpin(pins, PCE_PIN_TRACKER_REMOVE_LINK);
+	unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
+}
+
+/* The map the loader records what it did in (loader_info, shared by all). */
+struct bpf_map *
+pce_tracker_loader_info(struct tracker_bpf *tracker)
+{
+	return tracker->maps.loader_info;
+}
+
+void
+pce_tracker_destroy(struct tracker_bpf *tracker)
+{
+	tracker_bpf__destroy(tracker);
+}
