@@ -141,8 +141,8 @@ take_path_setting(enum pce_conf_setting i, const char *option, const char **targ
 	if (!v[0])
 		return;
 	if (!cluster_conf.trusted[i])
-		pce_fail("%s: %s is set in a file root does not own (or others may write): the root loader "
-			 "takes no path from it; give %s on the command line instead",
+		pce_fail("%s: %s is set in a file root does not own (or others may write, or that such a "
+			 "file includes): the root loader takes no path from it; give %s on the command line instead",
 			 cluster_conf.where[i], pce_conf_names[i], option);
 	problem = pce_path_problem(v);
 	if (problem)
