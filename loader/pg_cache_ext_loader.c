@@ -67,6 +67,7 @@ static struct pce_loader_options opt;
 static char cluster_id[32];
 static struct pce_pins pins;
 static int	datadir_fd = -1;
+static struct stat datadir_st;	/* of -D: binds the pin directory to it (pins.c) */
 static struct pce_reader cluster_owner;	/* owner of -D: whose rights its files are read with */
 
 static int
@@ -119,7 +120,7 @@ open_datadir(void)
 	if (datadir_fd < 0)
 		pce_fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
 			 opt.datadir, strerror(errno));
-	if (pce_reader_from_owner(datadir_fd, &cluster_owner) != 0)
+	if (fstat(datadir_fd, &datadir_st) != 0 || pce_reader_from_owner(datadir_fd, &cluster_owner) != 0)
 		pce_fail("cannot stat \"%s\": %s", opt.datadir, strerror(errno));
 	if (cluster_owner.uid == 0)
 		pce_fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
@@ -296,12 +297,19 @@ own_cgroup_v2(void)
 	return path[0] ? path : NULL;
 }
 
+/* The data directory the pin directory is bound to; NULL with --cluster-id alone (root's word). */
+static const struct stat *
+bound_to(void)
+{
+	return datadir_fd >= 0 ? &datadir_st : NULL;
+}
+
 static void
 do_unload(void)
 {
 	char		why[PATH_MAX + 256];
 
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_REMOVE, 0, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_REMOVE, 0, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	if (pins.dir_fd < 0)
 	{
@@ -314,7 +322,11 @@ do_unload(void)
 	pce_unpin_tracker_links(&pins);
 	if (pce_pins_remove_all(&pins, cluster_id, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
-	pce_info("unloaded: removed %s", pins.shown);
+	if (pins.foreign_left)
+		pce_info("unloaded: removed the loader's pins; %s stays: it holds entries the loader did not make",
+			 pins.shown);
+	else
+		pce_info("unloaded: removed %s", pins.shown);
 }
 
 static int
@@ -361,7 +373,7 @@ do_show(void)
 	struct pce_scan_mark mark;
 	struct pce_loader_info li;
 
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, NULL, &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	if (pins.dir_fd < 0)
 		pce_fail("cannot open \"%s\": %s", pins.shown, strerror(ENOENT));
@@ -426,7 +438,7 @@ do_check(const struct plan *pl)
 	struct utsname u;
 	char		why[PATH_MAX + 256];
 
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, NULL, &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	uname(&u);
 	printf("kernel:            %s\n", u.release);
@@ -526,7 +538,7 @@ do_install(const struct plan *pl)
 
 	if (!gr)
 		pce_fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 
 	/*

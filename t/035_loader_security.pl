@@ -242,6 +242,51 @@ for my $target ('/proc/self/cmdline', '/proc/version')
 		"one clear error for $target");
 }
 
+# ---- the loader touches only its own pins in a pin directory ----
+my $pindir = "/sys/fs/bpf/pg_cache_ext/$id";
+sub pin_stat
+{
+	my @st = lstat(shift) or return "missing: $!";
+	return sprintf('%04o %d %d', $st[2] & 07777, $st[4], $st[5]);
+}
+($ok, $out, $err) = root('loader', '-D', $data);
+ok($ok, 'the loader runs for the cluster') or diag($err);
+($ok, $out, $err) = root('pin-secret', "$pindir/secret");
+ok($ok, 'a root-only map pinned in the pin directory') or diag($err);
+is(pin_stat("$pindir/secret"), '0600 0 0', 'root-only: 0600 root:root');
+($ok, $out, $err) = root('loader', '-D', $data);
+ok($ok, 'a second loader run') or diag($err);
+is(pin_stat("$pindir/secret"), '0600 0 0', 'the loader did not give the foreign pin to the group');
+($ok, $out, $err) = root('loader', '--unload', '-D', $data);
+ok(-e "$pindir/secret", '--unload did not remove the foreign pin') or diag($err);
+ok(!-e "$pindir/scan_pids", 'but removed its own');
+root('unpin', "$pindir/secret");
+root('loader', '--unload', '-D', $data);
+ok(!-e $pindir, 'a later --unload removes the then empty directory');
+
+# ---- a pin directory belongs to one data directory ----
+sub pin_inodes
+{
+	opendir(my $dh, $pindir) or return "cannot open: $!";
+	return join(' ', map { my @st = lstat("$pindir/$_"); sprintf('%s:%d:%04o:%d', $_, $st[1], $st[2] & 07777, $st[5]) }
+		  sort grep { !/^\./ } readdir $dh);
+}
+($ok, $out, $err) = root('loader', '-D', $data);
+ok($ok, 'the loader runs for the first cluster') or diag($err);
+my $first_pins = pin_inodes();
+my $twin = "$base/twin";
+mkdir $twin and mkdir "$twin/global" or die "mkdir: $!";
+chmod 0700, $twin;
+system('cp', "$data/global/pg_control", "$twin/global/pg_control") == 0 or die "cp: $?";
+($ok, $out, $err) = root('loader', '-D', $twin);
+ok(!$ok, 'a second data directory with the same system identifier is refused');
+like($err, qr/another data directory \(another cluster, e\.g\. a streaming standby of its primary\) already uses "\Q$pindir\E"/,
+	'one clear error: another cluster uses the pin directory');
+($ok, $out, $err) = root('loader', '--unload', '-D', $twin);
+ok(!$ok, 'and its --unload is refused too');
+is(pin_inodes(), $first_pins, "the first cluster's pins are untouched");
+root('loader', '--unload', '-D', $data);
+
 is(canary_stat(), $canary_before, 'at the end, the canary is as it was');
 root('canary-rm', $canary);
 done_testing();
