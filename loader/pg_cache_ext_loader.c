@@ -14,9 +14,12 @@
  *	tracker_activate_link					tracepoint link for promotion (stock mechanism)
  *	policy_link								struct_ops link (cache_ext mechanism)
  *
- * Pins are group "postgres" (or --group), mode 0660, so the unprivileged
- * server can open and update the maps; the directory is mode 0750, the pin
- * root root's own, mode 0711.
+ *	owner									root-only: the data directory it belongs to
+ *
+ * Maps are group "postgres" (or --group), mode 0660, so the unprivileged
+ * server can open and update them; links, the struct_ops map (policy_ops)
+ * and the owner pin are root:root 0600 (the server only checks that they
+ * exist); the directory is mode 0750, the pin root root's own, mode 0711.
  *
  * The loader is root; what it reads is the postgres account's.  So (see
  * pins.c, safe_open.c, config.c) it follows no symlink to its directories
@@ -560,7 +563,8 @@ do_install(const struct plan *pl)
 	write_loader_info(pce_tracker_loader_info(tracker), mech,
 					  mech == PCE_MECH_CACHE_EXT ? pl->cgroup_name : NULL, reason);
 	fix_pin_permissions();
-	pce_info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pins.shown, opt.group);
+	pce_info("cluster %s: %s; pins in %s (maps group %s, mode 0660; links root's)", cluster_id, reason,
+			 pins.shown, opt.group);
 	pce_tracker_destroy(tracker);
 }
 

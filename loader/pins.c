@@ -53,7 +53,10 @@
 /*
  * The loader's own pins: all it ever changes or removes in a cluster's
  * directory (links are pinned as <name>_new first, then renamed).  group:
- * the server's group may use it (root:<group> 0660); else root's alone (0600).
+ * the server's group may use it (root:<group> 0660); else root's alone
+ * (root:root 0600): the links and the struct_ops map, which the server only
+ * checks for (a group member could detach a link it can open, or hold the
+ * struct_ops map and stall a detach).
  */
 static const struct
 {
@@ -65,11 +68,11 @@ static const struct
 	{PCE_PIN_KNOBS, true},
 	{PCE_PIN_LOADER_INFO, true},
 	{PCE_PIN_FOLIO_EVENTS, true},
-	{PCE_PIN_TRACKER_LINK, true},
-	{PCE_PIN_TRACKER_REMOVE_LINK, true},
-	{PCE_PIN_TRACKER_ACTIVATE_LINK, true},
-	{PCE_PIN_POLICY_LINK, true},
-	{PCE_PIN_POLICY_MAP, true},
+	{PCE_PIN_TRACKER_LINK, false},
+	{PCE_PIN_TRACKER_REMOVE_LINK, false},
+	{PCE_PIN_TRACKER_ACTIVATE_LINK, false},
+	{PCE_PIN_POLICY_LINK, false},
+	{PCE_PIN_POLICY_MAP, false},
 	{PCE_PIN_OWNER, false},		/* last: made first, removed last */
 };
 
@@ -356,8 +359,9 @@ pce_pin_path(const struct pce_pins *p, const char *name, char *buf, size_t len)
 	return buf;
 }
 
-int
-pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t errlen)
+/* Owner root:gid and mode of a pin (a regular file); never through a link. */
+static int
+set_pin_owner(int dir_fd, const char *name, gid_t gid, mode_t mode, char *err, size_t errlen)
 {
 	struct stat st;
 
@@ -369,12 +373,24 @@ pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t
 	if (!S_ISREG(st.st_mode))
 		return 0;				/* not a pin (only root can put anything here): leave it */
 	if (fchownat(dir_fd, name, 0, gid, AT_SYMLINK_NOFOLLOW) != 0 ||
-		fchmodat(dir_fd, name, 0660, AT_SYMLINK_NOFOLLOW) != 0)
+		fchmodat(dir_fd, name, mode, AT_SYMLINK_NOFOLLOW) != 0)
 	{
 		snprintf(err, errlen, "cannot set owner/mode of pin \"%s\": %s", name, strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+int
+pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t errlen)
+{
+	return set_pin_owner(dir_fd, name, gid, 0660, err, errlen);
+}
+
+int
+pce_pin_keep_root(int dir_fd, const char *name, char *err, size_t errlen)
+{
+	return set_pin_owner(dir_fd, name, 0, 0600, err, errlen);
 }
 
 /* The loader's own pins that exist, each as own_pins[] says; nothing else. */
@@ -385,9 +401,10 @@ pce_pins_give_to_group(const struct pce_pins *p, char *err, size_t errlen)
 	{
 		const char *name = own_pins[i].name;
 
-		if (!pce_pin_exists(p, name) || !own_pins[i].group)
+		if (!pce_pin_exists(p, name))
 			continue;
-		if (pce_pin_give_to_group(p->dir_fd, name, p->gid, err, errlen) != 0)
+		if (own_pins[i].group ? pce_pin_give_to_group(p->dir_fd, name, p->gid, err, errlen) != 0
+			: pce_pin_keep_root(p->dir_fd, name, err, errlen) != 0)
 			return -1;
 	}
 	return 0;

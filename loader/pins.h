@@ -66,6 +66,9 @@ extern const char *pce_pin_path(const struct pce_pins *p, const char *name, char
 /* Root-owned, group p->gid, mode 0660, if name is a pin (regular file); never through a link. */
 extern int	pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t errlen);
 
+/* Root's alone: root:root, mode 0600 (links, the struct_ops map); never through a link. */
+extern int	pce_pin_keep_root(int dir_fd, const char *name, char *err, size_t errlen);
+
 /*
  * Each of the loader's own pins (one table in pins.c) that exists, as
  * above; nothing else in the directory is touched.

@@ -287,6 +287,21 @@ ok(!$ok, 'and its --unload is refused too');
 is(pin_inodes(), $first_pins, "the first cluster's pins are untouched");
 root('loader', '--unload', '-D', $data);
 
+# ---- links and the struct_ops map are root's alone ----
+($ok, $out, $err) = root('loader', '-D', $data);
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+my $mech = status($node)->{mechanism} // '';
+is($mech, 'stock', "the server reports the stock mechanism in force");
+for my $pin ('tracker_link', 'tracker_remove_link')
+{
+	is(pin_stat("$pindir/$pin"), '0600 0 0', "$pin is pinned root:root 0600");
+	ok(!open(my $fh, '<', "$pindir/$pin") && $!{EACCES}, "postgres cannot open $pin (EACCES)")
+	  or diag("open: $!");
+}
+$node->stop;
+root('loader', '--unload', '-D', $data);
+
 is(canary_stat(), $canary_before, 'at the end, the canary is as it was');
 root('canary-rm', $canary);
 done_testing();
