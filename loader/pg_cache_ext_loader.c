@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -92,6 +93,8 @@ usage(void)
 		   "      --cluster-id=ID      use this cluster id instead of reading DATADIR\n"
 		   "      --bpffs-dir=DIR      pin root (default %s)\n"
 		   "      --group=GROUP        group that may use the pins (default postgres)\n"
+		   "      --user=USER          the account the cluster runs as, which must own DATADIR\n"
+		   "                           (default postgres)\n"
 		   "      --mode=MODE          auto, stock or cache_ext (default auto)\n"
 		   "      --cgroup=PATH        cgroup v2 directory for the cache_ext policy\n"
 		   "                           (default: the loader's own cgroup)\n"
@@ -113,12 +116,18 @@ static char promotion_missing[160];
 static struct pce_loader_config cluster_conf;
 
 /*
- * Open -D (root's own argument, so followed as given) and take its owner as
- * the account whose rights bound what is read from the cluster's files.
+ * Open -D (root's own argument, so followed as given: data directories are
+ * symlinked) and take its owner as the account whose rights bound what is
+ * read from the cluster's files.  That owner must be the cluster's account
+ * (--user): on Debian postgres owns /var/lib/postgresql and could swap
+ * .../main for a symlink to another account's directory, whose files the
+ * loader would then read with that account's rights.
  */
 static void
 open_datadir(void)
 {
+	struct passwd *pw;
+
 	datadir_fd = open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (datadir_fd < 0)
 		pce_fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
@@ -128,6 +137,12 @@ open_datadir(void)
 	if (cluster_owner.uid == 0)
 		pce_fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
 			 opt.datadir);
+	pw = getpwnam(opt.user);
+	if (!pw)
+		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
+	if (pw->pw_uid != cluster_owner.uid)
+		pce_fail("\"%s\" is owned by uid %u, not by the cluster's account \"%s\": refused (--user names "
+			 "the account the cluster runs as)", opt.datadir, (unsigned) cluster_owner.uid, opt.user);
 }
 
 /*

@@ -302,6 +302,16 @@ for my $pin ('tracker_link', 'tracker_remove_link')
 $node->stop;
 root('loader', '--unload', '-D', $data);
 
+# ---- -D of a directory of another account, through a symlink ----
+my (undef, $nobody_dir) = root('nobody-datadir', "nb$$");
+chomp $nobody_dir;
+symlink($nobody_dir, "$base/nobody-link") or die "symlink: $!";
+($ok, $out, $err) = root('loader', '--check', '-D', "$base/nobody-link");
+ok(!$ok, '-D of a directory owned by nobody (through a symlink) is refused');
+like($err, qr/is owned by uid \d+, not by the cluster's account "postgres"/, 'one clear error');
+ok(!leaks("$out$err"), 'and nothing read from it is printed') or diag("$out$err");
+root('nobody-rm', "nb$$");
+
 is(canary_stat(), $canary_before, 'at the end, the canary is as it was');
 root('canary-rm', $canary);
 done_testing();
