@@ -484,24 +484,24 @@ do_check(const struct plan *pl)
 static bool
 keep_attached_policy(struct tracker_bpf *tracker, const struct plan *pl)
 {
-	struct pce_loader_info old = {0};
 	char		why[512];
 
 	if (!pl->want_cache_ext || pl->cgroup_fd < 0 || !pce_pin_exists(&pins, PCE_PIN_POLICY_LINK))
 		return false;
-	if (read_loader_info(bpf_map__fd(pce_tracker_loader_info(tracker)), &old) &&
-		old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, pl->cgroup_name) == 0)
+	/* the link's cgroup, as the kernel says: loader_info is the server group's to write */
+	if (pce_policy_serves_cgroup(&pins, pl->cgroup_fd))
 	{
+		snprintf(why, sizeof(why), "cache_ext policy attached to %s (kept from an earlier run)",
+				 pl->cgroup_name);
 		pce_unpin_tracker_links(&pins);
-		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_CACHE_EXT,
-						  pl->cgroup_name, old.reason);
+		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_CACHE_EXT, pl->cgroup_name, why);
 		fix_pin_permissions();
 		pce_info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
 			 cluster_id, pl->cgroup_name);
 		return true;
 	}
 	if (pce_detach_policy(&pins, why, sizeof(why)) != 0)
-		pce_fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, pl->cgroup_name, why);
+		pce_fail("cannot detach the policy to move it to %s: %s", pl->cgroup_name, why);
 	return false;
 }
 

@@ -717,6 +717,17 @@ pinned_link_ids(const struct pce_pins *pins, __u32 *link_id, __u64 *cgid)
 	close(fd);
 }
 
+bool
+pce_policy_serves_cgroup(const struct pce_pins *pins, int cgroup_fd)
+{
+	__u32		link_id;
+	__u64		cgid;
+	__u64		want = cgroup_id_of(cgroup_fd);
+
+	pinned_link_ids(pins, &link_id, &cgid);
+	return link_id != 0 && want != 0 && cgid == want;
+}
+
 /* Up to 60 s: the teardown walks the whole folio index of the cgroup. */
 static void
 wait_map_freed(__u32 map_id)
