@@ -378,6 +378,22 @@ show_counters(int stats_fd)
 	free(percpu);
 }
 
+/*
+ * Text from the maps (the server's group writes them) or the configuration
+ * files, made printable: control characters become '?', so that nothing
+ * read can move a terminal's cursor or forge a line of output.
+ */
+static const char *
+printable(const char *in, char *out, size_t outlen)
+{
+	size_t		n = 0;
+
+	for (; *in && n + 1 < outlen; in++)
+		out[n++] = ((unsigned char) *in < 0x20 || *in == 0x7f) ? '?' : *in;
+	out[n] = '\0';
+	return out;
+}
+
 /* --show: the marked PIDs and the counters, for people and tests. */
 static void
 do_show(void)
@@ -390,6 +406,7 @@ do_show(void)
 			   *prev = NULL;
 	struct pce_scan_mark mark;
 	struct pce_loader_info li;
+	char		text[sizeof(li.reason)];
 
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, NULL, &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
@@ -406,7 +423,8 @@ do_show(void)
 	if (read_loader_info(info_fd, &li))
 		printf("mechanism %s\nreason %s\n",
 			   li.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" :
-			   li.mechanism == PCE_MECH_STOCK ? "stock" : "none", li.reason);
+			   li.mechanism == PCE_MECH_STOCK ? "stock" : "none",
+			   printable(li.reason, text, sizeof(text)));
 	while (bpf_map_get_next_key(pids_fd, prev, &next) == 0)
 	{
 		if (bpf_map_lookup_elem(pids_fd, &next, &mark) == 0)
@@ -467,8 +485,14 @@ do_check(const struct plan *pl)
 		   pins.dir_fd >= 0 ? "exists, maps would be reused" : "would be created");
 	for (int i = 0; i < PCE_CONF__COUNT; i++)
 		if (cluster_conf.where[i][0])
+		{
+			char		value[PCE_CONF_VALUE_MAX];
+			char		where[PCE_CONF_WHERE_MAX];
+
 			printf("configuration:     %s = '%s' (%s)\n", pce_conf_names[i],
-				   cluster_conf.value[i], cluster_conf.where[i]);
+				   printable(cluster_conf.value[i], value, sizeof(value)),
+				   printable(cluster_conf.where[i], where, sizeof(where)));
+		}
 	printf("mode:              %s%s\n", opt.mode, opt.mode_given ? " (command line)" : "");
 	printf("would load:        %s\n", pl->want_cache_ext ? "cache_ext policy" : "stock-kernel tracker");
 	if (pl->want_cache_ext)

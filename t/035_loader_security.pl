@@ -13,6 +13,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 use POSIX ();
+use File::Basename ();
+use File::Spec;
 use PceTest;
 
 my $bindir = `pg_config --bindir`;
@@ -299,6 +301,18 @@ for my $pin ('tracker_link', 'tracker_remove_link')
 	ok(!open(my $fh, '<', "$pindir/$pin") && $!{EACCES}, "postgres cannot open $pin (EACCES)")
 	  or diag("open: $!");
 }
+
+# ---- --show prints nothing raw from the maps (the server's group writes them) ----
+my $src = File::Spec->rel2abs(File::Basename::dirname(__FILE__) . '/..');
+my $fill = '';
+IPC::Run::run([ "$src/test/pce_fill_map", $pindir, 'reason', 'evil\e[2J\rforged\nmechanism cache_ext' ],
+	'>', \$fill);
+like($fill, qr/^written/, 'a group member writes control characters into loader_info.reason');
+my ($sout, $serr) = ('', '');
+IPC::Run::run([ "$bindir/pg_cache_ext_loader", '--show', '-D', $data ], '>', \$sout, '2>', \$serr);
+unlike($sout, qr/[\x00-\x09\x0b-\x1f\x7f]/, '--show prints no control characters');
+is(scalar(() = $sout =~ /^mechanism /mg), 1, 'and no forged line');
+like($sout, qr/^reason evil\?\[2J\?forged\?mechanism cache_ext$/m, 'they are shown as ?');
 $node->stop;
 root('loader', '--unload', '-D', $data);
 
