@@ -323,6 +323,35 @@ bind_to_datadir(const struct pce_pins *p, enum pce_pins_use use, const struct st
 	return use == PCE_PINS_INSTALL ? pin_owner(p, datadir, err, errlen) : 0;
 }
 
+/*
+ * Each of the loader's names in the directory must be a pin of root's (a
+ * regular file): libbpf and BPF_OBJ_GET follow a symlink at a name.
+ * Anything else there is refused before libbpf reuses pins.
+ */
+static int
+check_own_names(const struct pce_pins *p, char *err, size_t errlen)
+{
+	char		names[2][128];
+	struct stat st;
+
+	for (size_t i = 0; i < N_OWN_PINS; i++)
+	{
+		snprintf(names[0], sizeof(names[0]), "%s", own_pins[i].name);
+		snprintf(names[1], sizeof(names[1]), "%s_new", own_pins[i].name);
+		for (int k = 0; k < 2; k++)
+		{
+			if (fstatat(p->dir_fd, names[k], &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+				(S_ISREG(st.st_mode) && st.st_uid == 0))
+				continue;
+			snprintf(err, errlen, "\"%s/%s\" is not one of the loader's pins (%s, uid %u): refused; "
+					 "remove it", p->shown, names[k], S_ISLNK(st.st_mode) ? "a symbolic link" :
+					 S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", (unsigned) st.st_uid);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int
 pce_pins_open(const char *bpffs_dir, const char *cluster_id, enum pce_pins_use use,
 			  gid_t gid, const struct stat *datadir, struct pce_pins *p, char *err, size_t errlen)
@@ -345,6 +374,8 @@ pce_pins_open(const char *bpffs_dir, const char *cluster_id, enum pce_pins_use u
 				 p->shown, p->via_fd, strerror(errno));
 		return -1;
 	}
+	if (use == PCE_PINS_INSTALL && check_own_names(p, err, errlen) != 0)
+		return -1;
 	if (use != PCE_PINS_READ && datadir && bind_to_datadir(p, use, datadir, err, errlen) != 0)
 		return -1;
 	if (use == PCE_PINS_INSTALL && set_dir_owner(p->dir_fd, gid, 0750, p->shown, err, errlen) != 0)

@@ -260,6 +260,17 @@ is(pin_stat("$pindir/secret"), '0600 0 0', 'root-only: 0600 root:root');
 ok($ok, 'a second loader run') or diag($err);
 is(pin_stat("$pindir/secret"), '0600 0 0', 'the loader did not give the foreign pin to the group');
 ($ok, $out, $err) = root('loader', '--unload', '-D', $data);
+# a symlink at one of the loader's names: refused before libbpf follows it
+root('unpin', "$pindir/knobs");
+($ok, $out, $err) = root('pin-symlink', "$pindir/knobs", "$pindir/secret");
+ok($ok && -l "$pindir/knobs", 'a symlink planted at knobs') or diag($err);
+($ok, $out, $err) = root('loader', '-D', $data);
+ok(!$ok, 'the loader refuses a symlink at one of its names');
+like($err, qr/"\Q$pindir\E\/knobs" is not one of the loader's pins \(a symbolic link, uid 0\): refused/,
+	'one clear error naming it');
+is(pin_stat("$pindir/secret"), '0600 0 0', 'and the symlink target is untouched');
+root('unpin', "$pindir/knobs");
+($ok, $out, $err) = root('loader', '--unload', '-D', $data);
 ok(-e "$pindir/secret", '--unload did not remove the foreign pin') or diag($err);
 ok(!-e "$pindir/scan_pids", 'but removed its own');
 root('unpin', "$pindir/secret");
