@@ -310,7 +310,8 @@ bind_to_datadir(const struct pce_pins *p, enum pce_pins_use use, const struct st
 			return 0;
 		snprintf(err, errlen, "another data directory (another cluster, e.g. a streaming standby of its "
 				 "primary) already uses \"%s\": its pins are not this cluster's to change; give this "
-				 "cluster its own --bpffs-dir", p->shown);
+				 "cluster its own --bpffs-dir (if that data directory is gone: pg_cache_ext_loader "
+				 "--unload --cluster-id=ID)", p->shown);
 		return -1;
 	}
 	if (holds_own_pins(p))
