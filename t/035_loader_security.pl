@@ -259,7 +259,6 @@ is(pin_stat("$pindir/secret"), '0600 0 0', 'root-only: 0600 root:root');
 ($ok, $out, $err) = root('loader', '-D', $data);
 ok($ok, 'a second loader run') or diag($err);
 is(pin_stat("$pindir/secret"), '0600 0 0', 'the loader did not give the foreign pin to the group');
-($ok, $out, $err) = root('loader', '--unload', '-D', $data);
 # a symlink at one of the loader's names: refused before libbpf follows it
 root('unpin', "$pindir/knobs");
 ($ok, $out, $err) = root('pin-symlink', "$pindir/knobs", "$pindir/secret");
