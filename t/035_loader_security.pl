@@ -244,6 +244,18 @@ for my $target ('/proc/self/cmdline', '/proc/version')
 		"one clear error for $target");
 }
 
+# bounded: at most 1000 files in all, includes nested at most 10 deep
+mkdir "$base/many.d" or die "mkdir: $!";
+PostgreSQL::Test::Utils::append_to_file(sprintf("$base/many.d/%04d.conf", $_), "# nothing\n") for 1 .. 1001;
+PostgreSQL::Test::Utils::append_to_file("$base/many.conf", "include_dir 'many.d'\n");
+($ok, $out, $err) = root('loader', '--check', '-D', $data, '--config-file', "$base/many.conf");
+ok(!$ok, 'more than 1000 configuration files are refused');
+like($err, qr/more than 1000 configuration files to read: giving up/, 'one clear error');
+PostgreSQL::Test::Utils::append_to_file("$base/self.conf", "include 'self.conf'\n");
+($ok, $out, $err) = root('loader', '--check', '-D', $data, '--config-file', "$base/self.conf");
+ok(!$ok, 'a file that includes itself is refused');
+like($err, qr/self.conf line 1: configuration includes nested more than 10 deep/, 'one clear error');
+
 # ---- the loader touches only its own pins in a pin directory ----
 my $pindir = "/sys/fs/bpf/pg_cache_ext/$id";
 sub pin_stat
