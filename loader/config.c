@@ -15,9 +15,14 @@
  * The loader is root and these files are the postgres account's: each is
  * opened as the cluster's owner (safe_open.c), never through a final
  * symlink, never a FIFO or device, and read only if root or the cluster's
- * owner owns it.  Each setting remembers whether its file is root's own
- * (root-owned, not group- or other-writable): only such a file may name a
- * path the loader acts on.  Errors never quote a value.
+ * owner owns it, never on procfs, sysfs or devtmpfs (whose "files" the
+ * caller of a setuid program, say, chooses).  Each setting remembers
+ * whether its file is root's own: root-owned, not group- or other-writable,
+ * and included (if it is) only from files that are root's own too; trust
+ * is inherited, so a root-owned file named by an include in
+ * postgresql.auto.conf is not.  Only such a file may name a path the loader
+ * acts on.  At most PCE_CONF_FILES_MAX files are read, nested at most
+ * PCE_CONF_DEPTH_MAX deep.  Errors never quote a value.
  *
  * Everything read here is outside input: the parser never reads past its
  * buffer, bounds every value, and is fuzzed (fuzz/fuzz_loader_config.c).
@@ -32,7 +37,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "config.h"
 #include "safe_open.h"
@@ -193,6 +200,7 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 		if (strcmp(name, "include") == 0 || strcmp(name, "include_if_exists") == 0 ||
 			strcmp(name, "include_dir") == 0)
 		{
+			conf->line = lineno;
 			if (include && include(name, value, include_arg, err, errlen) != 0)
 				return -1;
 			continue;
@@ -203,7 +211,8 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 				continue;
 			memcpy(conf->value[i], value, strlen(value) + 1);
 			conf->trusted[i] = conf->source_trusted;
-			snprintf(conf->where[i], sizeof(conf->where[i]), "%s line %d", source, lineno);
+			snprintf(conf->where[i], sizeof(conf->where[i]), "%s line %d%s%s%s", source, lineno,
+					 conf->chain[0] ? " (" : "", conf->chain, conf->chain[0] ? ")" : "");
 		}
 	}
 	return 0;
@@ -213,6 +222,7 @@ pce_parse_config_text(const char *text, size_t len, const char *source,
 struct include_ctx
 {
 	char		dir[PATH_MAX];	/* directory of the including file */
+	const char *shown;			/* the including file, for messages */
 	int			depth;
 	struct pce_loader_config *conf;
 };
@@ -297,21 +307,54 @@ static int
 follow_include(const char *directive, const char *value, void *arg, char *err, size_t errlen)
 {
 	struct include_ctx *ctx = arg;
+	struct pce_loader_config *conf = ctx->conf;
 	char		path[PATH_MAX];
+	char		outer_chain[sizeof(conf->chain)];
+	int			rc;
 
-	if (ctx->depth >= 10)
+	if (ctx->depth >= PCE_CONF_DEPTH_MAX)
 	{
-		snprintf(err, errlen, "configuration includes nested more than 10 deep");
+		snprintf(err, errlen, "%s line %d: configuration includes nested more than %d deep",
+				 ctx->shown, conf->line, PCE_CONF_DEPTH_MAX);
 		return -1;
 	}
 	if (value[0] == '/')
 		snprintf(path, sizeof(path), "%s", value);
 	else
 		snprintf(path, sizeof(path), "%s/%s", ctx->dir, value);
+	/* what the included file's settings say of where they come from */
+	memcpy(outer_chain, conf->chain, sizeof(outer_chain));
+	snprintf(conf->chain, sizeof(conf->chain), "included from %s line %d%s%s", ctx->shown,
+			 conf->line, outer_chain[0] ? ", " : "", outer_chain);
 	if (strcmp(directive, "include_dir") == 0)
-		return read_dir(path, ctx->depth + 1, ctx->conf, err, errlen);
-	return read_file(AT_FDCWD, path, path, strcmp(directive, "include_if_exists") == 0,
-					 ctx->depth + 1, ctx->conf, err, errlen);
+		rc = read_dir(path, ctx->depth + 1, conf, err, errlen);
+	else
+		rc = read_file(AT_FDCWD, path, path, strcmp(directive, "include_if_exists") == 0,
+					   ctx->depth + 1, conf, err, errlen);
+	memcpy(conf->chain, outer_chain, sizeof(outer_chain));
+	return rc;
+}
+
+/*
+ * Is fd on a filesystem of the kernel's (procfs, sysfs, devtmpfs and the
+ * like)?  Their files are not configuration: /proc/PID/cmdline of a
+ * setuid program is root-owned and says what its caller chose.
+ */
+static bool
+on_kernel_fs(int fd, const struct stat *st)
+{
+	static const long magics[] = {PROC_SUPER_MAGIC, SYSFS_MAGIC, DEBUGFS_MAGIC, TRACEFS_MAGIC,
+		SECURITYFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, BPF_FS_MAGIC, DEVPTS_SUPER_MAGIC};
+	struct statfs fs;
+	struct stat dev;
+
+	if (fstatfs(fd, &fs) != 0)
+		return true;
+	for (size_t i = 0; i < sizeof(magics) / sizeof(magics[0]); i++)
+		if ((long) fs.f_type == magics[i])
+			return true;
+	/* devtmpfs says it is a tmpfs: it is the filesystem of /dev */
+	return stat("/dev", &dev) == 0 && dev.st_dev == st->st_dev;
 }
 
 /*
@@ -327,7 +370,13 @@ open_conf_file(int dirfd, const char *path, const char *shown, bool missing_ok,
 	uid_t		owner = conf->reader ? conf->reader->uid : 0;
 	int			fd;
 
-	fd = pce_openat2_as(conf->reader, dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+	if (++conf->files_read > PCE_CONF_FILES_MAX)
+	{
+		snprintf(err, errlen, "\"%s\": more than %d configuration files to read: giving up",
+				 shown, PCE_CONF_FILES_MAX);
+		return -1;
+	}
+	fd = pce_openat2_as(conf->reader, dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
 						dirfd == AT_FDCWD ? 0 : PCE_RESOLVE_STRICT);
 	if (fd < 0)
 	{
@@ -338,6 +387,8 @@ open_conf_file(int dirfd, const char *path, const char *shown, bool missing_ok,
 	}
 	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
 		snprintf(err, errlen, "\"%s\" is not a regular file", shown);
+	else if (on_kernel_fs(fd, st))
+		snprintf(err, errlen, "\"%s\" is on procfs, sysfs or devtmpfs: not a configuration file", shown);
 	else if (st->st_uid != 0 && st->st_uid != owner)
 		snprintf(err, errlen, "\"%s\" is owned by uid %u, neither root nor the cluster's owner: not read",
 				 shown, (unsigned) st->st_uid);
@@ -400,10 +451,18 @@ read_file(int dirfd, const char *path, const char *shown, bool missing_ok, int d
 		*slash = '\0';
 	else
 		snprintf(ctx.dir, sizeof(ctx.dir), ".");
+	ctx.shown = shown;
 	ctx.depth = depth;
 	ctx.conf = conf;
-	/* only root may choose the paths the root loader acts on */
-	conf->source_trusted = st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+
+	/*
+	 * Only root may choose the paths the root loader acts on: a file is
+	 * root's own if root owns it, no one else may write it, and whatever
+	 * included it is root's own too (an include in postgresql.auto.conf
+	 * is the postgres account's choice of file).
+	 */
+	conf->source_trusted = (depth == 0 || outer_trusted) &&
+		st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 	rc = pce_parse_config_text(text, len, shown, conf, follow_include, &ctx, err, errlen);
 	conf->source_trusted = outer_trusted;
 	free(text);

@@ -15,6 +15,9 @@
 
 #define PCE_CONF_VALUE_MAX	1024
 #define PCE_CONF_FILE_MAX	(4 * 1024 * 1024)
+#define PCE_CONF_FILES_MAX	1000	/* files read in all, includes too */
+#define PCE_CONF_DEPTH_MAX	10		/* include nesting */
+#define PCE_CONF_WHERE_MAX	(2 * PATH_MAX + 64)
 
 enum pce_conf_setting
 {
@@ -30,10 +33,15 @@ extern const char *const pce_conf_names[PCE_CONF__COUNT];
 struct pce_loader_config
 {
 	char		value[PCE_CONF__COUNT][PCE_CONF_VALUE_MAX];	/* "" when not set */
-	char		where[PCE_CONF__COUNT][PATH_MAX + 32];	/* "FILE line N" of the last setting */
+	/* "FILE line N" of the last setting, "(included from FILE line N, ...)" if included */
+	char		where[PCE_CONF__COUNT][PCE_CONF_WHERE_MAX];
 	bool		trusted[PCE_CONF__COUNT];	/* it came from a file only root can write */
 	const struct pce_reader *reader;	/* whose rights files are opened with; NULL: ours */
-	bool		source_trusted; /* (while reading) the current file is root's own */
+	/* while reading: */
+	bool		source_trusted; /* the current file and all that included it are root's own */
+	char		chain[PCE_CONF_WHERE_MAX];	/* "included from FILE line N, ..." or "" */
+	int			line;			/* the line of the include directive being followed */
+	int			files_read;		/* files opened so far, bounded by PCE_CONF_FILES_MAX */
 };
 
 /*

@@ -96,6 +96,7 @@ static const struct option longopts[] = {
 	{"cluster-id", required_argument, NULL, 'i'},
 	{"bpffs-dir", required_argument, NULL, 'b'},
 	{"group", required_argument, NULL, 'g'},
+	{"user", required_argument, NULL, 'u'},
 	{"mode", required_argument, NULL, 'm'},
 	{"cgroup", required_argument, NULL, 'c'},
 	{"config-file", required_argument, NULL, 'f'},
@@ -116,6 +117,7 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 	memset(opt, 0, sizeof(*opt));
 	opt->bpffs_dir = PCE_DEFAULT_BPFFS_DIR;
 	opt->group = "postgres";
+	opt->user = "postgres";
 	opt->mode = "auto";
 	err[0] = '\0';
 
@@ -137,6 +139,9 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 				break;
 			case 'g':
 				opt->group = optarg;
+				break;
+			case 'u':
+				opt->user = optarg;
 				break;
 			case 'm':
 				opt->mode = optarg;

@@ -20,6 +20,7 @@ struct pce_loader_options
 	const char *cluster_id;
 	const char *bpffs_dir;
 	const char *group;
+	const char *user;			/* the account that must own -D (default postgres) */
 	const char *mode;			/* a name of bpf/pce_modes.h */
 	const char *cgroup;
 	const char *config_file;	/* default: DATADIR/postgresql.conf */

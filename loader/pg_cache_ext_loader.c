@@ -14,9 +14,12 @@
  *	tracker_activate_link					tracepoint link for promotion (stock mechanism)
  *	policy_link								struct_ops link (cache_ext mechanism)
  *
- * Pins are group "postgres" (or --group), mode 0660, so the unprivileged
- * server can open and update the maps; the directory is mode 0750, the pin
- * root root's own, mode 0711.
+ *	owner									root-only: the data directory it belongs to
+ *
+ * Maps are group "postgres" (or --group), mode 0660, so the unprivileged
+ * server can open and update them; links, the struct_ops map (policy_ops)
+ * and the owner pin are root:root 0600 (the server only checks that they
+ * exist); the directory is mode 0750, the pin root root's own, mode 0711.
  *
  * The loader is root; what it reads is the postgres account's.  So (see
  * pins.c, safe_open.c, config.c) it follows no symlink to its directories
@@ -33,6 +36,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -67,6 +71,7 @@ static struct pce_loader_options opt;
 static char cluster_id[32];
 static struct pce_pins pins;
 static int	datadir_fd = -1;
+static struct stat datadir_st;	/* of -D: binds the pin directory to it (pins.c) */
 static struct pce_reader cluster_owner;	/* owner of -D: whose rights its files are read with */
 
 static int
@@ -88,6 +93,8 @@ usage(void)
 		   "      --cluster-id=ID      use this cluster id instead of reading DATADIR\n"
 		   "      --bpffs-dir=DIR      pin root (default %s)\n"
 		   "      --group=GROUP        group that may use the pins (default postgres)\n"
+		   "      --user=USER          the account the cluster runs as, which must own DATADIR\n"
+		   "                           (default postgres)\n"
 		   "      --mode=MODE          auto, stock or cache_ext (default auto)\n"
 		   "      --cgroup=PATH        cgroup v2 directory for the cache_ext policy\n"
 		   "                           (default: the loader's own cgroup)\n"
@@ -109,21 +116,33 @@ static char promotion_missing[160];
 static struct pce_loader_config cluster_conf;
 
 /*
- * Open -D (root's own argument, so followed as given) and take its owner as
- * the account whose rights bound what is read from the cluster's files.
+ * Open -D (root's own argument, so followed as given: data directories are
+ * symlinked) and take its owner as the account whose rights bound what is
+ * read from the cluster's files.  That owner must be the cluster's account
+ * (--user): on Debian postgres owns /var/lib/postgresql and could swap
+ * .../main for a symlink to another account's directory, whose files the
+ * loader would then read with that account's rights.
  */
 static void
 open_datadir(void)
 {
+	struct passwd *pw;
+
 	datadir_fd = open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (datadir_fd < 0)
 		pce_fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
 			 opt.datadir, strerror(errno));
-	if (pce_reader_from_owner(datadir_fd, &cluster_owner) != 0)
+	if (fstat(datadir_fd, &datadir_st) != 0 || pce_reader_from_owner(datadir_fd, &cluster_owner) != 0)
 		pce_fail("cannot stat \"%s\": %s", opt.datadir, strerror(errno));
 	if (cluster_owner.uid == 0)
 		pce_fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
 			 opt.datadir);
+	pw = getpwnam(opt.user);
+	if (!pw)
+		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
+	if (pw->pw_uid != cluster_owner.uid)
+		pce_fail("\"%s\" is owned by uid %u, not by the cluster's account \"%s\": refused (--user names "
+			 "the account the cluster runs as)", opt.datadir, (unsigned) cluster_owner.uid, opt.user);
 }
 
 /*
@@ -141,8 +160,8 @@ take_path_setting(enum pce_conf_setting i, const char *option, const char **targ
 	if (!v[0])
 		return;
 	if (!cluster_conf.trusted[i])
-		pce_fail("%s: %s is set in a file root does not own (or others may write): the root loader "
-			 "takes no path from it; give %s on the command line instead",
+		pce_fail("%s: %s is set in a file root does not own (or others may write, or that such a "
+			 "file includes): the root loader takes no path from it; give %s on the command line instead",
 			 cluster_conf.where[i], pce_conf_names[i], option);
 	problem = pce_path_problem(v);
 	if (problem)
@@ -296,12 +315,19 @@ own_cgroup_v2(void)
 	return path[0] ? path : NULL;
 }
 
+/* The data directory the pin directory is bound to; NULL with --cluster-id alone (root's word). */
+static const struct stat *
+bound_to(void)
+{
+	return datadir_fd >= 0 ? &datadir_st : NULL;
+}
+
 static void
 do_unload(void)
 {
 	char		why[PATH_MAX + 256];
 
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_REMOVE, 0, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_REMOVE, 0, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	if (pins.dir_fd < 0)
 	{
@@ -314,7 +340,11 @@ do_unload(void)
 	pce_unpin_tracker_links(&pins);
 	if (pce_pins_remove_all(&pins, cluster_id, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
-	pce_info("unloaded: removed %s", pins.shown);
+	if (pins.foreign_left)
+		pce_info("unloaded: removed the loader's pins; %s stays: it holds entries the loader did not make",
+			 pins.shown);
+	else
+		pce_info("unloaded: removed %s", pins.shown);
 }
 
 static int
@@ -348,6 +378,22 @@ show_counters(int stats_fd)
 	free(percpu);
 }
 
+/*
+ * Text from the maps (the server's group writes them) or the configuration
+ * files, made printable: control characters become '?', so that nothing
+ * read can move a terminal's cursor or forge a line of output.
+ */
+static const char *
+printable(const char *in, char *out, size_t outlen)
+{
+	size_t		n = 0;
+
+	for (; *in && n + 1 < outlen; in++)
+		out[n++] = ((unsigned char) *in < 0x20 || *in == 0x7f) ? '?' : *in;
+	out[n] = '\0';
+	return out;
+}
+
 /* --show: the marked PIDs and the counters, for people and tests. */
 static void
 do_show(void)
@@ -360,8 +406,9 @@ do_show(void)
 			   *prev = NULL;
 	struct pce_scan_mark mark;
 	struct pce_loader_info li;
+	char		text[sizeof(li.reason)];
 
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, NULL, &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	if (pins.dir_fd < 0)
 		pce_fail("cannot open \"%s\": %s", pins.shown, strerror(ENOENT));
@@ -376,7 +423,8 @@ do_show(void)
 	if (read_loader_info(info_fd, &li))
 		printf("mechanism %s\nreason %s\n",
 			   li.mechanism == PCE_MECH_CACHE_EXT ? "cache_ext" :
-			   li.mechanism == PCE_MECH_STOCK ? "stock" : "none", li.reason);
+			   li.mechanism == PCE_MECH_STOCK ? "stock" : "none",
+			   printable(li.reason, text, sizeof(text)));
 	while (bpf_map_get_next_key(pids_fd, prev, &next) == 0)
 	{
 		if (bpf_map_lookup_elem(pids_fd, &next, &mark) == 0)
@@ -426,7 +474,7 @@ do_check(const struct plan *pl)
 	struct utsname u;
 	char		why[PATH_MAX + 256];
 
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_READ, 0, NULL, &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	uname(&u);
 	printf("kernel:            %s\n", u.release);
@@ -437,8 +485,14 @@ do_check(const struct plan *pl)
 		   pins.dir_fd >= 0 ? "exists, maps would be reused" : "would be created");
 	for (int i = 0; i < PCE_CONF__COUNT; i++)
 		if (cluster_conf.where[i][0])
+		{
+			char		value[PCE_CONF_VALUE_MAX];
+			char		where[PCE_CONF_WHERE_MAX];
+
 			printf("configuration:     %s = '%s' (%s)\n", pce_conf_names[i],
-				   cluster_conf.value[i], cluster_conf.where[i]);
+				   printable(cluster_conf.value[i], value, sizeof(value)),
+				   printable(cluster_conf.where[i], where, sizeof(where)));
+		}
 	printf("mode:              %s%s\n", opt.mode, opt.mode_given ? " (command line)" : "");
 	printf("would load:        %s\n", pl->want_cache_ext ? "cache_ext policy" : "stock-kernel tracker");
 	if (pl->want_cache_ext)
@@ -454,24 +508,24 @@ do_check(const struct plan *pl)
 static bool
 keep_attached_policy(struct tracker_bpf *tracker, const struct plan *pl)
 {
-	struct pce_loader_info old = {0};
 	char		why[512];
 
 	if (!pl->want_cache_ext || pl->cgroup_fd < 0 || !pce_pin_exists(&pins, PCE_PIN_POLICY_LINK))
 		return false;
-	if (read_loader_info(bpf_map__fd(pce_tracker_loader_info(tracker)), &old) &&
-		old.mechanism == PCE_MECH_CACHE_EXT && strcmp(old.cgroup, pl->cgroup_name) == 0)
+	/* the link's cgroup, as the kernel says: loader_info is the server group's to write */
+	if (pce_policy_serves_cgroup(&pins, pl->cgroup_fd))
 	{
+		snprintf(why, sizeof(why), "cache_ext policy attached to %s (kept from an earlier run)",
+				 pl->cgroup_name);
 		pce_unpin_tracker_links(&pins);
-		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_CACHE_EXT,
-						  pl->cgroup_name, old.reason);
+		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_CACHE_EXT, pl->cgroup_name, why);
 		fix_pin_permissions();
 		pce_info("cluster %s: cache_ext policy already attached to %s: kept (lists and pages untouched)",
 			 cluster_id, pl->cgroup_name);
 		return true;
 	}
 	if (pce_detach_policy(&pins, why, sizeof(why)) != 0)
-		pce_fail("cannot detach the policy on %s to move it to %s: %s", old.cgroup, pl->cgroup_name, why);
+		pce_fail("cannot detach the policy to move it to %s: %s", pl->cgroup_name, why);
 	return false;
 }
 
@@ -526,7 +580,7 @@ do_install(const struct plan *pl)
 
 	if (!gr)
 		pce_fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 
 	/*
@@ -548,7 +602,8 @@ do_install(const struct plan *pl)
 	write_loader_info(pce_tracker_loader_info(tracker), mech,
 					  mech == PCE_MECH_CACHE_EXT ? pl->cgroup_name : NULL, reason);
 	fix_pin_permissions();
-	pce_info("cluster %s: %s; pins in %s (group %s, mode 0660)", cluster_id, reason, pins.shown, opt.group);
+	pce_info("cluster %s: %s; pins in %s (maps group %s, mode 0660; links root's)", cluster_id, reason,
+			 pins.shown, opt.group);
 	pce_tracker_destroy(tracker);
 }
 

@@ -20,7 +20,15 @@
  *	  /proc/self/fd/<dir fd>/<name>, which names the directory held, not
  *	  whatever the path names by then;
  *	- loaders that change pins run one at a time: flock() on the pin root,
- *	  which is mode 0711 so that no other user can open it and hold the lock.
+ *	  which is mode 0711 so that no other user can open it and hold the lock;
+ *	- in a cluster's directory the loader changes and removes only its own
+ *	  pins (own_pins[], the one table of their names and modes), never an
+ *	  entry it did not make;
+ *	- the directory's name is the system identifier, which the postgres
+ *	  account writes (and a streaming standby shares with its primary), so
+ *	  the directory is bound to its data directory: the root-only owner pin,
+ *	  made right after the directory and removed last, holds -D's device and
+ *	  inode, and a run for another data directory is refused.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -35,9 +43,40 @@
 #include <sys/statfs.h>
 #include <linux/magic.h>
 
+#include <bpf/bpf.h>
+
+#include "pg_cache_ext.h"
 #include "pce_bpffs.h"
 #include "pins.h"
 #include "safe_open.h"
+
+/*
+ * The loader's own pins: all it ever changes or removes in a cluster's
+ * directory (links are pinned as <name>_new first, then renamed).  group:
+ * the server's group may use it (root:<group> 0660); else root's alone
+ * (root:root 0600): the links and the struct_ops map, which the server only
+ * checks for (a group member could detach a link it can open, or hold the
+ * struct_ops map and stall a detach).
+ */
+static const struct
+{
+	const char *name;
+	bool		group;
+}			own_pins[] = {
+	{PCE_PIN_SCAN_PIDS, true},
+	{PCE_PIN_STATS, true},
+	{PCE_PIN_KNOBS, true},
+	{PCE_PIN_LOADER_INFO, true},
+	{PCE_PIN_FOLIO_EVENTS, true},
+	{PCE_PIN_TRACKER_LINK, false},
+	{PCE_PIN_TRACKER_REMOVE_LINK, false},
+	{PCE_PIN_TRACKER_ACTIVATE_LINK, false},
+	{PCE_PIN_POLICY_LINK, false},
+	{PCE_PIN_POLICY_MAP, false},
+	{PCE_PIN_OWNER, false},		/* last: made first, removed last */
+};
+
+#define N_OWN_PINS	(sizeof(own_pins) / sizeof(own_pins[0]))
 
 /* a loader waits this long for another (whose policy detach may take 60 s) */
 #define PCE_LOCK_WAIT_MS	120000
@@ -177,9 +216,146 @@ open_root(const char *bpffs_dir, enum pce_pins_use use, struct pce_pins *p, char
 	return 0;
 }
 
+/* The owner pin's map, checked to be what the loader makes before it is read. */
+static int
+open_owner_map(const struct pce_pins *p, char *err, size_t errlen)
+{
+	char		path[PATH_MAX];
+	struct bpf_map_info info;
+	__u32		len = sizeof(info);
+	struct stat st;
+	int			fd;
+
+	if (fstatat(p->dir_fd, PCE_PIN_OWNER, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	{
+		if (errno == ENOENT)
+			return -2;
+		snprintf(err, errlen, "cannot stat \"%s/%s\": %s", p->shown, PCE_PIN_OWNER, strerror(errno));
+		return -1;
+	}
+	memset(&info, 0, sizeof(info));
+	fd = S_ISREG(st.st_mode) && st.st_uid == 0 && (st.st_mode & 077) == 0 ?
+		bpf_obj_get(pce_pin_path(p, PCE_PIN_OWNER, path, sizeof(path))) : -1;
+	if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_ARRAY &&
+		info.key_size == sizeof(__u32) && info.value_size == sizeof(struct pce_pin_owner) &&
+		info.max_entries == 1)
+		return fd;
+	snprintf(err, errlen, "\"%s/%s\" is not the loader's owner pin (a root-only map): refused",
+			 p->shown, PCE_PIN_OWNER);
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Pin the owner map naming the data directory: root's alone. */
+static int
+pin_owner(const struct pce_pins *p, const struct stat *datadir, char *err, size_t errlen)
+{
+	struct pce_pin_owner o = {.dev = datadir->st_dev, .ino = datadir->st_ino};
+	char		path[PATH_MAX];
+	__u32		key = 0;
+	int			fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "pce_owner", sizeof(key), sizeof(o), 1, NULL);
+	int			rc = -1;
+
+	if (fd >= 0 && bpf_map_update_elem(fd, &key, &o, BPF_ANY) == 0 &&
+		bpf_obj_pin(fd, pce_pin_path(p, PCE_PIN_OWNER, path, sizeof(path))) == 0 &&
+		fchownat(p->dir_fd, PCE_PIN_OWNER, 0, 0, AT_SYMLINK_NOFOLLOW) == 0 &&
+		fchmodat(p->dir_fd, PCE_PIN_OWNER, 0600, AT_SYMLINK_NOFOLLOW) == 0)
+		rc = 0;
+	else
+		snprintf(err, errlen, "cannot pin \"%s/%s\": %s", p->shown, PCE_PIN_OWNER, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Does the directory hold any pin of the loader's but the owner pin? */
+static bool
+holds_own_pins(const struct pce_pins *p)
+{
+	char		tmp[128];
+
+	for (size_t i = 0; i < N_OWN_PINS - 1; i++)
+	{
+		snprintf(tmp, sizeof(tmp), "%s_new", own_pins[i].name);
+		if (pce_pin_exists(p, own_pins[i].name) || pce_pin_exists(p, tmp))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The cluster's directory must be bound to this data directory: by its
+ * owner pin, or, with none, hold none of the loader's pins (a new
+ * directory, or one a killed run left before its first pin), and then get
+ * the owner pin first, before any other.
+ */
+static int
+bind_to_datadir(const struct pce_pins *p, enum pce_pins_use use, const struct stat *datadir,
+				char *err, size_t errlen)
+{
+	struct pce_pin_owner o;
+	__u32		key = 0;
+	int			fd = open_owner_map(p, err, errlen);
+
+	if (fd == -1)
+		return -1;
+	if (fd >= 0)
+	{
+		int			found = bpf_map_lookup_elem(fd, &key, &o);
+
+		close(fd);
+		if (found == 0 && o.dev == (unsigned long long) datadir->st_dev &&
+			o.ino == (unsigned long long) datadir->st_ino)
+			return 0;
+		snprintf(err, errlen, "another data directory (another cluster, e.g. a streaming standby of its "
+				 "primary) already uses \"%s\": its pins are not this cluster's to change; give this "
+				 "cluster its own --bpffs-dir (if that data directory is gone: pg_cache_ext_loader "
+				 "--unload --cluster-id=ID)", p->shown);
+		return -1;
+	}
+	if (holds_own_pins(p))
+	{
+		snprintf(err, errlen, "\"%s\" holds pg_cache_ext pins but no owner pin (made by an older "
+				 "loader, or not for this data directory): refused; remove them with "
+				 "pg_cache_ext_loader --unload --cluster-id=ID", p->shown);
+		return -1;
+	}
+	return use == PCE_PINS_INSTALL ? pin_owner(p, datadir, err, errlen) : 0;
+}
+
+/*
+ * Each of the loader's names in the directory must be a pin of root's (a
+ * regular file): libbpf and BPF_OBJ_GET follow a symlink at a name.
+ * Anything else there is refused before libbpf reuses pins.
+ */
+static int
+check_own_names(const struct pce_pins *p, char *err, size_t errlen)
+{
+	char		names[2][128];
+	struct stat st;
+
+	for (size_t i = 0; i < N_OWN_PINS; i++)
+	{
+		snprintf(names[0], sizeof(names[0]), "%s", own_pins[i].name);
+		snprintf(names[1], sizeof(names[1]), "%s_new", own_pins[i].name);
+		for (int k = 0; k < 2; k++)
+		{
+			if (fstatat(p->dir_fd, names[k], &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+				(S_ISREG(st.st_mode) && st.st_uid == 0))
+				continue;
+			snprintf(err, errlen, "\"%s/%s\" is not one of the loader's pins (%s, uid %u): refused; "
+					 "remove it", p->shown, names[k], S_ISLNK(st.st_mode) ? "a symbolic link" :
+					 S_ISDIR(st.st_mode) ? "a directory" : "not a regular file", (unsigned) st.st_uid);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int
 pce_pins_open(const char *bpffs_dir, const char *cluster_id, enum pce_pins_use use,
-			  gid_t gid, struct pce_pins *p, char *err, size_t errlen)
+			  gid_t gid, const struct stat *datadir, struct pce_pins *p, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof(*p));
 	p->root_fd = p->dir_fd = -1;
@@ -192,8 +368,6 @@ pce_pins_open(const char *bpffs_dir, const char *cluster_id, enum pce_pins_use u
 	p->dir_fd = open_own_dir(p->root_fd, cluster_id, p->shown, use, 0750, err, errlen);
 	if (p->dir_fd < 0)
 		return errno == ENOENT ? 0 : -1;
-	if (use == PCE_PINS_INSTALL && set_dir_owner(p->dir_fd, gid, 0750, p->shown, err, errlen) != 0)
-		return -1;
 	snprintf(p->via_fd, sizeof(p->via_fd), "/proc/self/fd/%d", p->dir_fd);
 	if (access(p->via_fd, F_OK) != 0)
 	{
@@ -201,6 +375,12 @@ pce_pins_open(const char *bpffs_dir, const char *cluster_id, enum pce_pins_use u
 				 p->shown, p->via_fd, strerror(errno));
 		return -1;
 	}
+	if (use == PCE_PINS_INSTALL && check_own_names(p, err, errlen) != 0)
+		return -1;
+	if (use != PCE_PINS_READ && datadir && bind_to_datadir(p, use, datadir, err, errlen) != 0)
+		return -1;
+	if (use == PCE_PINS_INSTALL && set_dir_owner(p->dir_fd, gid, 0750, p->shown, err, errlen) != 0)
+		return -1;
 	return 0;
 }
 
@@ -211,8 +391,9 @@ pce_pin_path(const struct pce_pins *p, const char *name, char *buf, size_t len)
 	return buf;
 }
 
-int
-pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t errlen)
+/* Owner root:gid and mode of a pin (a regular file); never through a link. */
+static int
+set_pin_owner(int dir_fd, const char *name, gid_t gid, mode_t mode, char *err, size_t errlen)
 {
 	struct stat st;
 
@@ -224,7 +405,7 @@ pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t
 	if (!S_ISREG(st.st_mode))
 		return 0;				/* not a pin (only root can put anything here): leave it */
 	if (fchownat(dir_fd, name, 0, gid, AT_SYMLINK_NOFOLLOW) != 0 ||
-		fchmodat(dir_fd, name, 0660, AT_SYMLINK_NOFOLLOW) != 0)
+		fchmodat(dir_fd, name, mode, AT_SYMLINK_NOFOLLOW) != 0)
 	{
 		snprintf(err, errlen, "cannot set owner/mode of pin \"%s\": %s", name, strerror(errno));
 		return -1;
@@ -232,40 +413,33 @@ pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t
 	return 0;
 }
 
-/* Call fn for every entry of the cluster's directory but . and ..; stops at the first error. */
-static int
-for_each_pin(const struct pce_pins *p, int (*fn) (const struct pce_pins *, const char *, char *, size_t),
-			 char *err, size_t errlen)
+int
+pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t errlen)
 {
-	int			fd = openat(p->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR		   *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-	int			rc = 0;
-
-	if (!d)
-	{
-		snprintf(err, errlen, "cannot read \"%s\": %s", p->shown, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	while (rc == 0 && (de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			rc = fn(p, de->d_name, err, errlen);
-	closedir(d);
-	return rc;
-}
-
-static int
-give_one(const struct pce_pins *p, const char *name, char *err, size_t errlen)
-{
-	return pce_pin_give_to_group(p->dir_fd, name, p->gid, err, errlen);
+	return set_pin_owner(dir_fd, name, gid, 0660, err, errlen);
 }
 
 int
+pce_pin_keep_root(int dir_fd, const char *name, char *err, size_t errlen)
+{
+	return set_pin_owner(dir_fd, name, 0, 0600, err, errlen);
+}
+
+/* The loader's own pins that exist, each as own_pins[] says; nothing else. */
+int
 pce_pins_give_to_group(const struct pce_pins *p, char *err, size_t errlen)
 {
-	return for_each_pin(p, give_one, err, errlen);
+	for (size_t i = 0; i < N_OWN_PINS; i++)
+	{
+		const char *name = own_pins[i].name;
+
+		if (!pce_pin_exists(p, name))
+			continue;
+		if (own_pins[i].group ? pce_pin_give_to_group(p->dir_fd, name, p->gid, err, errlen) != 0
+			: pce_pin_keep_root(p->dir_fd, name, err, errlen) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 static int
@@ -282,12 +456,24 @@ remove_one(const struct pce_pins *p, const char *name, char *err, size_t errlen)
 int
 pce_pins_remove_all(struct pce_pins *p, const char *cluster_id, char *err, size_t errlen)
 {
-	if (for_each_pin(p, remove_one, err, errlen) != 0)
-		return -1;
+	char		tmp[128];
+
+	/* in the table's order: the owner pin last */
+	for (size_t i = 0; i < N_OWN_PINS; i++)
+	{
+		snprintf(tmp, sizeof(tmp), "%s_new", own_pins[i].name);
+		if (remove_one(p, tmp, err, errlen) != 0 || remove_one(p, own_pins[i].name, err, errlen) != 0)
+			return -1;
+	}
 	close(p->dir_fd);
 	p->dir_fd = -1;
 	if (unlinkat(p->root_fd, cluster_id, AT_REMOVEDIR) != 0 && errno != ENOENT)
 	{
+		if (errno == ENOTEMPTY || errno == EEXIST)
+		{
+			p->foreign_left = true;	/* entries the loader did not make: not its to remove */
+			return 0;
+		}
 		snprintf(err, errlen, "cannot remove \"%s\": %s", p->shown, strerror(errno));
 		return -1;
 	}

@@ -10,7 +10,21 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+
+/*
+ * The pin binding a cluster's directory to its data directory: a root-only
+ * array map of one struct pce_pin_owner, pinned first when the directory is
+ * made and removed last.  The server never opens it.
+ */
+#define PCE_PIN_OWNER	"owner"
+
+struct pce_pin_owner
+{
+	unsigned long long dev;		/* st_dev and st_ino of the data directory (-D) */
+	unsigned long long ino;
+};
 
 struct pce_pins
 {
@@ -19,6 +33,7 @@ struct pce_pins
 	gid_t		gid;			/* the group the pins are given to */
 	char		shown[PATH_MAX];	/* <bpffs_dir>/<cluster id>, for messages */
 	char		via_fd[64];		/* /proc/self/fd/<dir_fd>: the directory itself, for path APIs */
+	bool		foreign_left;	/* (remove) entries not the loader's kept the directory */
 };
 
 enum pce_pins_use
@@ -34,9 +49,16 @@ enum pce_pins_use
  * not root's own, and never touching the bpffs mount itself.  Returns 0,
  * or -1 with one line in err.  dir_fd is -1 when the cluster's directory
  * does not exist (READ and REMOVE only).
+ *
+ * datadir (fstat of -D; NULL with --cluster-id alone) binds the directory
+ * to its data directory: INSTALL pins PCE_PIN_OWNER in a directory that has
+ * none and holds none of the loader's pins (new, or left empty by a killed
+ * run); INSTALL and REMOVE refuse a directory whose owner pin names another
+ * data directory, or that holds the loader's pins without an owner pin.
  */
 extern int	pce_pins_open(const char *bpffs_dir, const char *cluster_id, enum pce_pins_use use,
-						  gid_t gid, struct pce_pins *p, char *err, size_t errlen);
+						  gid_t gid, const struct stat *datadir, struct pce_pins *p,
+						  char *err, size_t errlen);
 
 /* Path of pin name for libbpf and bpf_obj_*: through /proc/self/fd, not the name. */
 extern const char *pce_pin_path(const struct pce_pins *p, const char *name, char *buf, size_t len);
@@ -44,10 +66,19 @@ extern const char *pce_pin_path(const struct pce_pins *p, const char *name, char
 /* Root-owned, group p->gid, mode 0660, if name is a pin (regular file); never through a link. */
 extern int	pce_pin_give_to_group(int dir_fd, const char *name, gid_t gid, char *err, size_t errlen);
 
-/* Every pin in the directory, as above. */
+/* Root's alone: root:root, mode 0600 (links, the struct_ops map); never through a link. */
+extern int	pce_pin_keep_root(int dir_fd, const char *name, char *err, size_t errlen);
+
+/*
+ * Each of the loader's own pins (one table in pins.c) that exists, as
+ * above; nothing else in the directory is touched.
+ */
 extern int	pce_pins_give_to_group(const struct pce_pins *p, char *err, size_t errlen);
 
-/* Remove every entry of the cluster's directory, then the directory. */
+/*
+ * Remove the loader's own pins (the owner pin last), then the directory if
+ * that left it empty; p->foreign_left says when other entries kept it.
+ */
 extern int	pce_pins_remove_all(struct pce_pins *p, const char *cluster_id, char *err, size_t errlen);
 
 extern bool pce_pin_exists(const struct pce_pins *p, const char *name);

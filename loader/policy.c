@@ -21,7 +21,7 @@
  * The link is pinned as <pin_dir>/policy_link and the struct_ops map as
  * <pin_dir>/policy_ops (so that nothing depends on this process staying
  * alive, and so that the map provably outlives the link's teardown), through
- * the pin directory's fd (pins.c), group --group, mode 0660.
+ * the pin directory's fd (pins.c), root:root, mode 0600: the server only checks for them.
  *
  * The cgroup is opened once, without following symlinks, checked by its fd
  * (cgroup v2 magic, its name as the kernel resolves the fd) and used by that
@@ -402,7 +402,7 @@ pin_fd(int fd, const struct pce_pins *pins, const char *name, char *why, size_t 
 		snprintf(why, whylen, "cannot pin \"%s/%s\": %s", pins->shown, name, strerror(-err));
 		return err;
 	}
-	if (pce_pin_give_to_group(pins->dir_fd, name, pins->gid, why, whylen) != 0)
+	if (pce_pin_keep_root(pins->dir_fd, name, why, whylen) != 0)	/* the server never opens it */
 		return -EPERM;
 	return 0;
 }
@@ -715,6 +715,17 @@ pinned_link_ids(const struct pce_pins *pins, __u32 *link_id, __u64 *cgid)
 		*cgid = 0;
 	}
 	close(fd);
+}
+
+bool
+pce_policy_serves_cgroup(const struct pce_pins *pins, int cgroup_fd)
+{
+	__u32		link_id;
+	__u64		cgid;
+	__u64		want = cgroup_id_of(cgroup_fd);
+
+	pinned_link_ids(pins, &link_id, &cgid);
+	return link_id != 0 && want != 0 && cgid == want;
 }
 
 /* Up to 60 s: the teardown walks the whole folio index of the cgroup. */

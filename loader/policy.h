@@ -31,6 +31,13 @@ extern int	pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const c
 							  char *why, size_t whylen);
 
 /* unpin the policy link (detaching it from its cgroup) and report what is lost */
+/*
+ * Is the pinned policy link attached to the cgroup cgroup_fd is open on?
+ * By the link's own cgroup id (the kernel's word), not by loader_info, which
+ * the server's group may write.
+ */
+extern bool pce_policy_serves_cgroup(const struct pce_pins *pins, int cgroup_fd);
+
 extern int	pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen);
 
 #endif

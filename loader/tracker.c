@@ -2,7 +2,7 @@
  * tracker.c
  *		The loader's stock-kernel part, beside policy.c: load the tracker
  *		(bpf/tracker.bpf.c) reusing the cluster's pinned maps, attach its
- *		tracepoints, pin the links with the pins' group, give the knobs their
+ *		tracepoints, pin the links root's alone (0600), give the knobs their
  *		defaults; and unpin its links when the cache_ext policy takes over.
  *
  * The tracker is loaded in every mode, so that the shared maps exist with
@@ -39,7 +39,7 @@ pin_link_replacing(const struct pce_pins *pins, struct bpf_link *link, const cha
 	err = bpf_link__pin(link, pce_pin_path(pins, tmp_name, tmp, sizeof(tmp)));
 	if (err)
 		pce_fail("cannot pin link \"%s/%s\": %s", pins->shown, tmp_name, strerror(-err));
-	if (pce_pin_give_to_group(pins->dir_fd, tmp_name, pins->gid, why, sizeof(why)) != 0)
+	if (pce_pin_keep_root(pins->dir_fd, tmp_name, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	if (renameat(pins->dir_fd, tmp_name, pins->dir_fd, name) != 0)
 		pce_fail("cannot rename \"%s/%s\" to \"%s\": %s", pins->shown, tmp_name, name, strerror(errno));

@@ -89,7 +89,7 @@ PostgreSQL::Test::Utils::append_to_file($node->basedir . '/conf.d/30-pce.conf.ba
 PostgreSQL::Test::Utils::append_to_file($main_conf,
 	"pg_cache_ext.mode = 'auto'\ninclude_if_exists 'missing.conf'\ninclude_dir = 'conf.d'\n");
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $main_conf);
-like($out, qr/^configuration:\s+pg_cache_ext.mode = 'cache_ext' \(\S+conf.d\/20-pce.conf line 1\)$/m,
+like($out, qr/^configuration:\s+pg_cache_ext.mode = 'cache_ext' \(\S+conf.d\/20-pce.conf line 1 \(included from \S+main.conf line 3\)\)$/m,
 	'include_dir: its *.conf files are read in name order, others ignored') or diag($out . $err);
 PostgreSQL::Test::Utils::append_to_file($main_conf, "include '/dev/null'\n");
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--config-file', $main_conf);

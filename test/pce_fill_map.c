@@ -10,6 +10,9 @@
  *	pce_fill_map PIN_DIR live PID	mark a live process as the module would
  *									(reason seqscan, its real start time), but
  *									with no backend behind the mark
+ *	pce_fill_map PIN_DIR reason TEXT	write TEXT (C escapes \e, \n, \r
+ *									turned into those bytes) as loader_info's
+ *									reason, as a group member could
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +23,43 @@
 
 #include "pg_cache_ext.h"
 #include "pce_proc_stat.h"
+
+/* loader_info's reason := text with \e, \n, \r unescaped */
+static int
+write_reason(const char *pin_dir, const char *text)
+{
+	char		path[4096];
+	struct pce_loader_info li;
+	__u32		key = 0;
+	size_t		n = 0;
+	int			fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_LOADER_INFO);
+	fd = bpf_obj_get(path);
+	if (fd < 0 || bpf_map_lookup_elem(fd, &key, &li) != 0)
+	{
+		fprintf(stderr, "pce_fill_map: cannot read %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	memset(li.reason, 0, sizeof(li.reason));
+	for (const char *p = text; *p && n + 1 < sizeof(li.reason); p++)
+	{
+		if (p[0] == '\\' && p[1])
+		{
+			p++;
+			li.reason[n++] = *p == 'e' ? 033 : *p == 'n' ? '\n' : *p == 'r' ? '\r' : *p;
+		}
+		else
+			li.reason[n++] = *p;
+	}
+	if (bpf_map_update_elem(fd, &key, &li, BPF_ANY) != 0)
+	{
+		printf("failed %s\n", strerror(errno));
+		return 1;
+	}
+	printf("written\n");
+	return 0;
+}
 
 int
 main(int argc, char **argv)
@@ -32,9 +72,12 @@ main(int argc, char **argv)
 
 	if (argc != 3 && argc != 4)
 	{
-		fprintf(stderr, "usage: pce_fill_map PIN_DIR N [TICKS] | pce_fill_map PIN_DIR live PID\n");
+		fprintf(stderr, "usage: pce_fill_map PIN_DIR N [TICKS] | pce_fill_map PIN_DIR live PID | "
+				"pce_fill_map PIN_DIR reason TEXT\n");
 		return 2;
 	}
+	if (strcmp(argv[2], "reason") == 0 && argc == 4)
+		return write_reason(argv[1], argv[3]);
 	snprintf(path, sizeof(path), "%s/%s", argv[1], PCE_PIN_SCAN_PIDS);
 	fd = bpf_obj_get(path);
 	if (fd < 0)

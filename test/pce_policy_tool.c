@@ -38,7 +38,7 @@ open_pins(const char *pin_dir, struct pce_pins *pins, char *why, size_t whylen)
 		return -1;
 	}
 	*slash = '\0';
-	return pce_pins_open(root, slash + 1, PCE_PINS_INSTALL, gr ? gr->gr_gid : 0, pins, why, whylen);
+	return pce_pins_open(root, slash + 1, PCE_PINS_INSTALL, gr ? gr->gr_gid : 0, NULL, pins, why, whylen);
 }
 
 static const char *const stat_names[PCE_STAT__COUNT] = PCE_STAT_NAMES;
