@@ -26,6 +26,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 CHROOTS=/var/tmp/pce-chroots
+# every lane, by PostgreSQL major version (suite_of gives each its Debian suite)
+ALL_LANES="15 17 18"
 # packages a chroot lane needs; libclang-rt for the installed clang is added
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
@@ -210,11 +212,11 @@ run_lane() {
 default_lanes() {
 	local v
 	if [ -n "${PCE_TESTS:-}" ]; then
-		for v in 15 17 18; do
+		for v in $ALL_LANES; do
 			[ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
 		done
 	else
-		echo "15 17 18"
+		echo "$ALL_LANES"
 	fi
 }
 
@@ -226,7 +228,7 @@ main() {
 	logs=/var/tmp/pce-lanes/$(date +%Y%m%d-%H%M%S)-$$
 	mkdir -p "$logs"
 	for v in $lanes; do
-		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (15, 17, 18)" >&2; exit 1; }
+		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
 		where="$suite chroot"
 		[ "$suite" = "$(host_suite)" ] && where="host"
 		log=$logs/lane-$v.log
