@@ -25,6 +25,7 @@
 #define PCE_PIN_LOADER_INFO		"loader_info"
 #define PCE_PIN_TRACKER_REMOVE_LINK "tracker_remove_link"
 #define PCE_PIN_TRACKER_ACTIVATE_LINK "tracker_activate_link"
+#define PCE_PIN_POLICY_STATE	"policy_state"
 
 /* Capacity of the scan-PID map: more than any max_connections we expect. */
 #define PCE_MAX_SCAN_PIDS		8192
@@ -199,6 +200,40 @@ struct pce_folio_event
  * entries cover 256 MiB of 4 KiB folios, several times the default budget.
  */
 #define PCE_MAX_SCAN_FOLIOS		65536
+
+/*
+ * The cache_ext policy's state, shared by the policy (bpf/policy.bpf.c) and
+ * the loader through the root-only pin policy_state: an mmap-able array of
+ * one entry, so that each side stores its own fields and never rewrites
+ * the other's.
+ *
+ * phase is the loader's: a detach first makes the policy stop putting
+ * folios on its lists (DRAINING) and empties them by reclaim, then makes it
+ * stop using its lists at all (UNLINKING) before the research kernel frees
+ * them (loader/policy.c, pce_detach_policy()).  nr_*_folios are the
+ * policy's.  The saved_* fields are the detach's record of the limits it
+ * lifts for the teardown: a loader killed midway leaves them set, and the
+ * next run puts them back (pce_policy_resume_interrupted()).
+ */
+enum pce_policy_phase
+{
+	PCE_POLICY_ACTIVE = 0,		/* lists maintained, eviction from them */
+	PCE_POLICY_DRAINING = 1,	/* nothing new listed or moved; eviction from the lists */
+	PCE_POLICY_UNLINKING = 2,	/* no list call at all: the kernel frees the lists */
+};
+
+#define PCE_LIMIT_TEXT_MAX		32	/* "max" or a byte count, as memory.max says */
+
+struct pce_policy_state
+{
+	__u32		phase;			/* enum pce_policy_phase; loader */
+	__u32		limits_saved;	/* 1: the saved_* fields hold limits to restore; loader */
+	__s64		nr_scan_folios; /* folios on the scan list (approximate); policy */
+	__s64		nr_main_folios; /* folios on the main list (approximate); policy */
+	__u64		saved_cgroup_id;	/* the cgroup whose limits were lifted; loader */
+	char		saved_max[PCE_LIMIT_TEXT_MAX];	/* its memory.max before */
+	char		saved_high[PCE_LIMIT_TEXT_MAX]; /* its memory.high before */
+};
 
 /* Which eviction mechanism the loader put in place. */
 enum pce_mechanism

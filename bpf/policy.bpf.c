@@ -26,13 +26,30 @@
  *					counted as EVICT_UNFILLED (the kernel then falls back to its
  *					own LRU for the rest).
  *	folio_evicted	the folio leaves the page cache: count it against its list and
- *					forget it.
+ *					forget it.  The kernel's valid_folios_del() unlinks its node
+ *					right after this call, so the policy does not.
  *	admit_folio		not set.  The research kernel's bypass path (a read that
  *					misses served by direct I/O) leaks a page reference per page,
  *					serves a whole range from disk when only its first page
  *					missed (stale data beside cached dirty pages) and ignores
  *					read errors; do not use it until a kernel offers a safe
  *					drop-behind path.
+ *
+ * Detach.  The research kernel frees the lists in the link's teardown while
+ * the callbacks still run: it list_del()s every node still on a list
+ * (leaving LIST_POISON in it) and only later re-initialises the nodes, and
+ * a list kfunc that looked its list up just before the teardown goes on to
+ * use the freed list.  A folio_accessed() moving a poisoned node crashed
+ * the kernel in the lab.  So the loader walks the policy through
+ * policy_state.phase before dropping the link (loader/policy.c):
+ *
+ *	DRAINING	nothing new is listed, nothing moves; eviction still takes
+ *				from the lists, so the loader's reclaim empties them.
+ *	UNLINKING	no list kfunc at all (no iteration either): the kernel's LRU
+ *				evicts until the teardown is over.
+ *
+ * and waits for an RCU grace period after each change, so that no callback
+ * that saw the earlier phase is still running.
  *
  * This file builds against the stock vmlinux.h of the build machine, which
  * knows nothing of cache_ext: the few cache_ext types and kfuncs are declared
@@ -134,9 +151,20 @@ enum pce_list
 __u64		scan_list = 0;
 __u64		main_list = 0;
 
-/* Folios the policy holds on each list (approximate under races). */
-__s64		nr_scan_folios = 0;
-__s64		nr_main_folios = 0;
+/*
+ * The state shared with the loader (struct pce_policy_state): the detach
+ * phase the loader sets, and how many folios the policy holds on each list
+ * (approximate under races).  Root-only pin; the server never opens it.
+ */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, u32);
+	__type(value, struct pce_policy_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			policy_state SEC(".maps");
 
 /* Which list each folio the policy placed is on, keyed by folio address. */
 struct
@@ -196,13 +224,34 @@ folio_list_of(struct folio *folio)
 	return which ? *which : PCE_LIST_NONE;
 }
 
+static __always_inline struct pce_policy_state *
+shared_state(void)
+{
+	u32			zero = 0;
+
+	return bpf_map_lookup_elem(&policy_state, &zero);
+}
+
+/* The detach phase the loader set (ACTIVE when it set none). */
+static __always_inline u32
+detach_phase(void)
+{
+	struct pce_policy_state *st = shared_state();
+
+	return st ? st->phase : PCE_POLICY_ACTIVE;
+}
+
 static __always_inline void
 list_count_add(u32 which, s64 delta)
 {
+	struct pce_policy_state *st = shared_state();
+
+	if (!st)
+		return;
 	if (which == PCE_LIST_SCAN)
-		__sync_fetch_and_add(&nr_scan_folios, delta);
+		__sync_fetch_and_add(&st->nr_scan_folios, delta);
 	else if (which == PCE_LIST_MAIN)
-		__sync_fetch_and_add(&nr_main_folios, delta);
+		__sync_fetch_and_add(&st->nr_main_folios, delta);
 }
 
 /* Remember that folio is now on list which; false if the map is full. */
@@ -286,10 +335,15 @@ evict_from(u64 list, struct cache_ext_eviction_ctx *ctx, struct mem_cgroup *memc
 static __always_inline bool
 scan_list_goes_first(void)
 {
-	s64			nscan = nr_scan_folios;
-	s64			nmain = nr_main_folios;
+	struct pce_policy_state *st = shared_state();
+	s64			nscan,
+				nmain;
 	u32			pct = knob_scan_min_percent();
 
+	if (!st)
+		return false;
+	nscan = st->nr_scan_folios;
+	nmain = st->nr_main_folios;
 	if (nscan <= 0)
 		return false;
 	if (nmain < 0)
@@ -305,14 +359,19 @@ scan_list_goes_first(void)
 SEC("struct_ops/pce_init")
 s32 BPF_PROG(pce_init, struct mem_cgroup *memcg)
 {
+	struct pce_policy_state *st;
+
 	scan_list = bpf_cache_ext_ds_registry_new_list(memcg);
 	if (scan_list == 0)
 		return -1;
 	main_list = bpf_cache_ext_ds_registry_new_list(memcg);
 	if (main_list == 0)
 		return -1;
-	nr_scan_folios = 0;
-	nr_main_folios = 0;
+	st = shared_state();
+	if (!st)
+		return -1;
+	st->nr_scan_folios = 0;
+	st->nr_main_folios = 0;
 	return 0;
 }
 
@@ -341,14 +400,19 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
 
 	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
+	if (detach_phase() != PCE_POLICY_ACTIVE)
+		return;					/* detaching: left to the kernel's LRU */
 	list_folio(folio, which);
 }
 
 SEC("struct_ops/pce_folio_accessed")
 void BPF_PROG(pce_folio_accessed, struct folio *folio)
 {
-	u32			which = folio_list_of(folio);
+	u32			which;
 
+	if (detach_phase() != PCE_POLICY_ACTIVE)
+		return;					/* detaching: no list may move (see the top comment) */
+	which = folio_list_of(folio);
 	if (which == PCE_LIST_MAIN)
 	{
 		/* refresh: back to the most recently used end */
@@ -378,6 +442,8 @@ void BPF_PROG(pce_evict_folios, struct cache_ext_eviction_ctx *ectx, struct mem_
 
 	if (want > PCE_EVICT_BATCH)
 		want = PCE_EVICT_BATCH;
+	if (detach_phase() == PCE_POLICY_UNLINKING)
+		return;					/* the kernel is about to free the lists: its LRU decides */
 	if (scan_list_goes_first())
 		evict_from(scan_list, ectx, memcg);
 	evict_from(main_list, ectx, memcg);
@@ -394,7 +460,7 @@ void BPF_PROG(pce_folio_evicted, struct folio *folio)
 	stat_inc(PCE_STAT_FOLIOS_REMOVED);
 	if (which == PCE_LIST_NONE)
 		return;
-	bpf_cache_ext_list_del(folio);
+	/* no bpf_cache_ext_list_del(): the kernel unlinks the node right after this call */
 	bpf_map_delete_elem(&folio_lists, &key);
 	list_count_add(which, -1);
 	stat_inc(which == PCE_LIST_SCAN ? PCE_STAT_FOLIOS_EVICTED_SCAN : PCE_STAT_FOLIOS_EVICTED_MAIN);

@@ -73,6 +73,7 @@ static const struct
 	{PCE_PIN_TRACKER_ACTIVATE_LINK, false},
 	{PCE_PIN_POLICY_LINK, false},
 	{PCE_PIN_POLICY_MAP, false},
+	{PCE_PIN_POLICY_STATE, false},	/* holds a detach's record of the cgroup's limits */
 	{PCE_PIN_OWNER, false},		/* last: made first, removed last */
 };
 

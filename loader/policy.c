@@ -33,17 +33,18 @@
  *	- a second link on the same cgroup is not refused by the kernel (it would
  *	  replace the first, whose teardown would then free the second's lists):
  *	  refused here (existing pin, or an existing cache_ext link on the cgroup).
- *	- link teardown is asynchronous (workqueue) and frees the lists leaving
- *	  poisoned nodes while callbacks still run: a page-cache removal in the
- *	  cgroup at that moment oopses (GPF at 0xdead000000000108 in
- *	  cache_ext_list_del).  pce_detach_policy() quiesces the cgroup (limits
- *	  lifted, page cache reclaimed through the policy), drops link and map,
- *	  waits for the kernel to free the map (the end of the teardown) and
- *	  only then restores the limits.
+ *	- link teardown frees the lists leaving poisoned nodes while callbacks
+ *	  still run: a list call or a page-cache removal of a listed folio at
+ *	  that moment oopses (GPF at 0xdead000000000100/108 in
+ *	  cache_ext_list_move/del).  pce_detach_policy() first walks the policy
+ *	  through its detach phases (policy_state pin), empties its lists, and
+ *	  lifts the cgroup's limits only for the teardown, with a record that
+ *	  survives the loader (see "Detach" below).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,8 +52,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/magic.h>
+#include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
@@ -486,6 +490,24 @@ load_policy_object(const struct pce_pins *pins, char *why, size_t whylen)
 	return skel;
 }
 
+/*
+ * A fresh policy_state (pinned by name, so possibly left by an earlier
+ * policy whose detach finished or was repaired): ACTIVE, no record.
+ */
+static int
+reset_policy_state(struct policy_bpf *skel, char *why, size_t whylen)
+{
+	struct pce_policy_state fresh = {.phase = PCE_POLICY_ACTIVE};
+	__u32		zero = 0;
+
+	if (bpf_map_update_elem(bpf_map__fd(skel->maps.policy_state), &zero, &fresh, BPF_ANY) != 0)
+	{
+		snprintf(why, whylen, "cannot reset the policy's state map: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 /* Pin the struct_ops map, replacing a stale pin of an earlier policy without link. */
 static int
 pin_policy_map(struct policy_bpf *skel, const struct pce_pins *pins, char *why, size_t whylen)
@@ -539,10 +561,13 @@ pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup
 				 pins->shown, PCE_PIN_POLICY_LINK);
 		return -EEXIST;
 	}
+	pce_policy_resume_interrupted(pins);
 	attach_type = cache_ext_attach_type(&btf, why, whylen);
 	err = attach_type < 0 ? -EOPNOTSUPP : check_cgroup_free(btf, cgroup_fd, cgroup_name, why, whylen);
 	if (err == 0 && (skel = load_policy_object(pins, why, whylen)) == NULL)
 		err = -EINVAL;
+	if (err == 0)
+		err = reset_policy_state(skel, why, whylen);
 	if (err == 0)
 		err = write_struct_ops_value(btf, skel, why, whylen);
 	/* The map outlives the link (see the header comment): pin it first. */
@@ -565,36 +590,79 @@ pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup
 	return err;
 }
 
+/* ------------------------------------------------------------------ */
+/* The policy's shared state (pin policy_state)                        */
+/* ------------------------------------------------------------------ */
+
 /*
- * Quiesce the cgroup before the link goes away.
- *
- * The research kernel tears a policy down in the link's dealloc: it frees
- * the lists with list_del() (leaving LIST_POISON in every node still on a
- * list) and only afterwards re-initialises the nodes, while the cgroup's
- * cache_ext callbacks and the kernel's own valid_folios_del() keep running.
- * A folio removed from the page cache in that window is list_del()'d a
- * second time through the poison: general protection fault (seen in the
- * lab, in cache_ext_list_del() called from folio_evicted, whenever a reader
- * in the cgroup was under memory.max pressure during the detach).  So:
- *
- *	1. lift memory.high and memory.max to "max", so that no charge in the
- *	   cgroup triggers reclaim (page-cache removals) during the teardown;
- *	2. reclaim the cgroup's page cache (memory.reclaim) through the policy
- *	   itself: every evicted folio leaves its list, and the teardown finds
- *	   (nearly) empty lists;
- *	3. (caller) drop the link; 4. restore the limits.
- *
- * What is lost: the cgroup's clean page cache, once, and for the moment of
- * the teardown its memory limits.  Truncations (DROP TABLE) during those
- * milliseconds are still exposed; that needs the kernel fixed.
+ * Map the policy_state pin (struct pce_policy_state, mmap-able).  It is
+ * trusted only as the loader leaves it: a regular pin, root's, mode 0600,
+ * an array of one entry of the expected size.  NULL if absent or not so.
  */
-struct cgroup_quiesce
+static struct pce_policy_state *
+map_policy_state(const struct pce_pins *pins)
 {
-	int			cg_fd;
-	char		saved_max[64];
-	char		saved_high[64];
-	long long	drained;
-};
+	char		path[4096];
+	struct bpf_map_info info;
+	__u32		len = sizeof(info);
+	struct stat st;
+	void	   *mem = MAP_FAILED;
+	int			fd;
+
+	if (fstatat(pins->dir_fd, PCE_PIN_POLICY_STATE, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077) != 0)
+		return NULL;
+	fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_POLICY_STATE, path, sizeof(path)));
+	if (fd < 0)
+		return NULL;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_ARRAY &&
+		info.max_entries == 1 && info.value_size == sizeof(struct pce_policy_state) &&
+		(info.map_flags & BPF_F_MMAPABLE))
+		mem = mmap(NULL, sizeof(struct pce_policy_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return mem == MAP_FAILED ? NULL : mem;
+}
+
+static void
+unmap_policy_state(struct pce_policy_state *st)
+{
+	if (st)
+		munmap(st, sizeof(*st));
+}
+
+/*
+ * Wait until no policy callback that may have seen the previous phase is
+ * still running.  Callbacks are RCU readers (the BPF trampoline holds
+ * rcu_read_lock()), and MEMBARRIER_CMD_GLOBAL is a synchronize_rcu() in
+ * the kernel.  Kernels that refuse it (nohz_full) get a generous pause.
+ */
+static void
+wait_for_callbacks(void)
+{
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+		usleep(200000);
+}
+
+static void
+set_phase(struct pce_policy_state *st, enum pce_policy_phase phase)
+{
+	__atomic_store_n(&st->phase, (__u32) phase, __ATOMIC_SEQ_CST);
+	wait_for_callbacks();
+}
+
+static long long
+listed_folios(const struct pce_policy_state *st)
+{
+	long long	n = __atomic_load_n(&st->nr_scan_folios, __ATOMIC_RELAXED) +
+		__atomic_load_n(&st->nr_main_folios, __ATOMIC_RELAXED);
+
+	return n > 0 ? n : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The cgroup's files                                                  */
+/* ------------------------------------------------------------------ */
 
 static bool
 cg_read(int cg_fd, const char *file, char *buf, size_t len)
@@ -628,53 +696,157 @@ cg_write(int cg_fd, const char *file, const char *val)
 	return ok;
 }
 
-static void
-quiesce_cgroup(__u64 cgid, struct cgroup_quiesce *q)
+/* The cgroup with this id, opened by handle (never by a path); -1 if gone. */
+static int
+open_cgroup_by_id(__u64 cgid)
 {
 	union
 	{
 		struct file_handle fh;
 		char		buf[sizeof(struct file_handle) + 8];
 	}			h;
-	char		cur[64];
-	int			mnt_fd;
+	int			mnt_fd,
+				fd;
 
-	memset(q, 0, sizeof(*q));
-	q->cg_fd = -1;
-	q->drained = -1;
-	if (cgid == 0 || getenv("PCE_DETACH_NO_QUIESCE"))
-		return;
+	if (cgid == 0)
+		return -1;
 	mnt_fd = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (mnt_fd < 0)
-		return;
+		return -1;
 	h.fh.handle_bytes = sizeof(cgid);
 	h.fh.handle_type = 0xfe;	/* FILEID_KERNFS: the handle of a cgroup is its id */
 	memcpy(h.fh.f_handle, &cgid, sizeof(cgid));
-	q->cg_fd = open_by_handle_at(mnt_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open_by_handle_at(mnt_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	close(mnt_fd);
-	if (q->cg_fd < 0)
-		return;
-	if (cg_read(q->cg_fd, "memory.max", q->saved_max, sizeof(q->saved_max)))
-		cg_write(q->cg_fd, "memory.max", "max");
-	if (cg_read(q->cg_fd, "memory.high", q->saved_high, sizeof(q->saved_high)))
-		cg_write(q->cg_fd, "memory.high", "max");
-	if (cg_read(q->cg_fd, "memory.current", cur, sizeof(cur)) && atoll(cur) > 0 &&
-		cg_write(q->cg_fd, "memory.reclaim", cur))
-		q->drained = atoll(cur);
+	return fd;
 }
 
-static void
-unquiesce_cgroup(struct cgroup_quiesce *q)
+/* ------------------------------------------------------------------ */
+/* Detach                                                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * How the detach gets past the research kernel's teardown (its race is
+ * described at the top of bpf/policy.bpf.c):
+ *
+ *	1. DRAINING: the policy lists nothing new and moves nothing;
+ *	2. the lists are emptied by reclaiming, through the policy, as many
+ *	   pages as it holds (memory.reclaim; a sync() between rounds, since
+ *	   dirty folios cannot be evicted): only what it listed, not the
+ *	   cgroup's whole usage, and not its anonymous memory first;
+ *	3. the cgroup's memory.max and memory.high are recorded in policy_state
+ *	   and lifted, so that no charge reclaims (removes folios) while the
+ *	   kernel frees the lists, in case some folio is still listed;
+ *	4. UNLINKING: no list call at all; the link and the struct_ops map are
+ *	   unpinned and the loader waits until the kernel has freed the map,
+ *	   which its teardown does after freeing the lists;
+ *	5. the limits are put back and the record cleared.
+ *
+ * A loader killed between 3 and 5 leaves the record: the next run restores
+ * the limits (pce_policy_resume_interrupted()).  What is still exposed: a
+ * folio still listed (a re-dirtied one) that is truncated during the
+ * teardown's milliseconds; that needs the kernel fixed.
+ */
+#define PCE_DRAIN_ROUNDS	4
+
+/* Steps 1-2; the number of folios still listed. */
+static long long
+drain_lists(int cg_fd, struct pce_policy_state *st)
 {
-	if (q->cg_fd < 0)
+	long		page = sysconf(_SC_PAGESIZE);
+	long long	left;
+
+	set_phase(st, PCE_POLICY_DRAINING);
+	left = listed_folios(st);
+	for (int round = 0; cg_fd >= 0 && left > 0 && round < PCE_DRAIN_ROUNDS; round++)
+	{
+		char		amount[32],
+					cur[32];
+		long long	bytes = left * page;
+
+		if (round > 0)
+		{
+			sync();				/* dirty folios cannot be evicted */
+			usleep(50000);		/* nor folios under read I/O (locked) */
+		}
+		if (cg_read(cg_fd, "memory.current", cur, sizeof(cur)) && atoll(cur) < bytes)
+			bytes = atoll(cur);
+		if (bytes <= 0)
+			break;
+		snprintf(amount, sizeof(amount), "%lld", bytes);
+		cg_write(cg_fd, "memory.reclaim", amount);
+		left = listed_folios(st);
+	}
+	return left;
+}
+
+/* Step 3: the record first, then the limits. */
+static void
+lift_limits(int cg_fd, __u64 cgid, struct pce_policy_state *st)
+{
+	if (cg_fd < 0)
 		return;
-	if (q->saved_high[0])
-		cg_write(q->cg_fd, "memory.high", q->saved_high);
-	if (q->saved_max[0] && !cg_write(q->cg_fd, "memory.max", q->saved_max))
-		fprintf(stderr, "pg_cache_ext_loader: warning: cannot restore memory.max %s: %s\n",
-				q->saved_max, strerror(errno));
-	close(q->cg_fd);
-	q->cg_fd = -1;
+	memset(st->saved_max, 0, sizeof(st->saved_max));
+	memset(st->saved_high, 0, sizeof(st->saved_high));
+	if (!cg_read(cg_fd, "memory.max", st->saved_max, sizeof(st->saved_max)) ||
+		!cg_read(cg_fd, "memory.high", st->saved_high, sizeof(st->saved_high)))
+		return;
+	st->saved_cgroup_id = cgid;
+	__atomic_store_n(&st->limits_saved, 1, __ATOMIC_SEQ_CST);
+	cg_write(cg_fd, "memory.high", "max");
+	cg_write(cg_fd, "memory.max", "max");
+	/* the lab's test of a loader killed during a detach (test/lab/inside-files.sh) */
+	if (getenv("PCE_TEST_KILL_DURING_DETACH"))
+		kill(getpid(), SIGKILL);
+}
+
+/* Step 5, and the next run's repair: put the recorded limits back. */
+static bool
+restore_limits(struct pce_policy_state *st, char *what, size_t whatlen)
+{
+	int			cg_fd;
+	char		max[PCE_LIMIT_TEXT_MAX + 1],
+				high[PCE_LIMIT_TEXT_MAX + 1];
+	bool		ok;
+
+	if (!__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST))
+		return false;
+	snprintf(max, sizeof(max), "%.*s", PCE_LIMIT_TEXT_MAX, st->saved_max);
+	snprintf(high, sizeof(high), "%.*s", PCE_LIMIT_TEXT_MAX, st->saved_high);
+	cg_fd = open_cgroup_by_id(st->saved_cgroup_id);
+	ok = cg_fd >= 0 && cg_write(cg_fd, "memory.high", high) && cg_write(cg_fd, "memory.max", max);
+	if (!ok && cg_fd >= 0)
+		fprintf(stderr, "pg_cache_ext_loader: warning: cannot restore memory.max %s, memory.high %s: %s\n",
+				max, high, strerror(errno));
+	snprintf(what, whatlen, "memory.max %s, memory.high %s", max, high);
+	if (cg_fd >= 0)
+		close(cg_fd);
+	/* a cgroup that is gone has no limits to restore */
+	if (ok || cg_fd < 0)
+		__atomic_store_n(&st->limits_saved, 0, __ATOMIC_SEQ_CST);
+	return ok;
+}
+
+/*
+ * A detach interrupted (loader killed) leaves its record in policy_state:
+ * put the cgroup's limits back, and if the link is still pinned, let the
+ * policy serve again (ACTIVE).  Every run that changes pins calls this
+ * first.
+ */
+void
+pce_policy_resume_interrupted(const struct pce_pins *pins)
+{
+	struct pce_policy_state *st = map_policy_state(pins);
+	char		what[2 * PCE_LIMIT_TEXT_MAX + 40];
+
+	if (!st)
+		return;
+	if (restore_limits(st, what, sizeof(what)))
+		fprintf(stderr, "pg_cache_ext_loader: an interrupted policy detach had lifted the cgroup's limits: "
+				"restored (%s)\n", what);
+	if (pce_pin_exists(pins, PCE_PIN_POLICY_LINK) && st->phase != PCE_POLICY_ACTIVE)
+		set_phase(st, PCE_POLICY_ACTIVE);
+	unmap_policy_state(st);
 }
 
 /* The id of the pinned struct_ops map, or 0. */
@@ -757,38 +929,61 @@ unpin_policy(const struct pce_pins *pins, const char *name, char *why, size_t wh
 	return 0;
 }
 
-int
-pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen)
+/* Step 4: unpin link and map, wait for the kernel's teardown. */
+static int
+unlink_policy(const struct pce_pins *pins, struct pce_policy_state *st, char *why, size_t whylen)
 {
-	__u32		link_id,
-				map_id = pinned_map_id(pins);
-	__u64		cgid;
-	struct cgroup_quiesce q = {.cg_fd = -1, .drained = -1};
+	__u32		map_id = pinned_map_id(pins);
 	int			err;
 
-	/*
-	 * Order matters on the research kernel (see quiesce_cgroup()): quiesce,
-	 * drop the link, drop the map, then wait until the kernel has freed the
-	 * map, which its link teardown does only after unregistering the
-	 * policy (the teardown may run later, from a workqueue), and only then
-	 * give the cgroup its limits back.  The cgroup is the link's own (by
-	 * id), not one named by a path.
-	 */
-	pinned_link_ids(pins, &link_id, &cgid);
-	if (link_id)
-		quiesce_cgroup(cgid, &q);
+	if (st)
+		set_phase(st, PCE_POLICY_UNLINKING);
 	err = unpin_policy(pins, PCE_PIN_POLICY_LINK, why, whylen);
 	if (err == 0)
 		err = unpin_policy(pins, PCE_PIN_POLICY_MAP, why, whylen);
 	if (err == 0)
 		wait_map_freed(map_id);
-	unquiesce_cgroup(&q);
+	return err;
+}
+
+int
+pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen)
+{
+	__u32		link_id;
+	__u64		cgid;
+	struct pce_policy_state *st;
+	long long	left = 0;
+	int			cg_fd = -1,
+				err;
+	char		what[2 * PCE_LIMIT_TEXT_MAX + 40];
+
+	pce_policy_resume_interrupted(pins);
+	pinned_link_ids(pins, &link_id, &cgid);
+	st = link_id ? map_policy_state(pins) : NULL;
+	if (st)
+	{
+		cg_fd = open_cgroup_by_id(cgid);	/* the link's own cgroup, never a path */
+		left = drain_lists(cg_fd, st);
+		lift_limits(cg_fd, cgid, st);
+	}
+	err = unlink_policy(pins, st, why, whylen);
+	if (st && err == 0)
+	{
+		restore_limits(st, what, sizeof(what));
+		unpin_policy(pins, PCE_PIN_POLICY_STATE, why, whylen);
+	}
+	unmap_policy_state(st);
+	if (cg_fd >= 0)
+		close(cg_fd);
 	if (err)
 		return err;
 	if (link_id)
 		fprintf(stderr, "pg_cache_ext_loader: cache_ext policy link %u detached: the cgroup's page cache is "
-				"back under the kernel's LRU; the policy's scan/main lists are freed%s\n", link_id,
-				q.drained > 0 ? " (the cgroup's page cache was reclaimed first to empty them)" : "");
-	snprintf(why, whylen, link_id ? "policy link %u detached" : "no policy link was pinned", link_id);
+				"back under the kernel's LRU; %s\n", link_id,
+				!st ? "the policy had no policy_state pin (an older loader's): detached without draining its lists" :
+				left > 0 ? "some folios were still on the policy's lists when the kernel freed them" :
+				"the policy's lists were emptied first");
+	snprintf(why, whylen, link_id ? "policy link %u detached (%lld folios left on its lists)" :
+			 "no policy link was pinned", link_id, left);
 	return 0;
 }

@@ -30,7 +30,6 @@ extern bool pce_cgroup_name_enables_cache_ext(const char *cgroup_path);
 extern int	pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup_name,
 							  char *why, size_t whylen);
 
-/* unpin the policy link (detaching it from its cgroup) and report what is lost */
 /*
  * Is the pinned policy link attached to the cgroup cgroup_fd is open on?
  * By the link's own cgroup id (the kernel's word), not by loader_info, which
@@ -38,6 +37,14 @@ extern int	pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const c
  */
 extern bool pce_policy_serves_cgroup(const struct pce_pins *pins, int cgroup_fd);
 
+/*
+ * Detach the pinned policy from its cgroup: drain its lists, lift the
+ * cgroup's limits for the kernel's teardown (recorded in the policy_state
+ * pin), unpin link and map, restore the limits.
+ */
 extern int	pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen);
+
+/* Repair what a detach killed midway left: the cgroup's limits, the policy's phase. */
+extern void pce_policy_resume_interrupted(const struct pce_pins *pins);
 
 #endif

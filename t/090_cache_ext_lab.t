@@ -25,6 +25,41 @@ plan skip_all => 'qemu-system-x86_64 not installed'
 plan skip_all => 'the lab needs root (QEMU 9p export of /, cgroups, bpffs inside)' unless $> == 0;
 
 $ENV{PCE_KERNEL_LAB} = $lab;
+
+# The lab's output holds the VM's serial console, kernel messages included.
+# A run that failed, timed out or met a kernel oops shows what the kernel
+# said: the first oops/panic/stall with what follows it, and the last lines.
+my $KERNEL_TROUBLE = qr/Oops|BUG:|general protection|Kernel panic|detected stalls|WARNING: CPU/;
+
+sub console_tail
+{
+	my ($out, $n) = @_;
+	my @lines = split /\n/, $out;
+	my $from = @lines > $n ? @lines - $n : 0;
+	return join("\n", @lines[$from .. $#lines]);
+}
+
+sub console_report
+{
+	my ($name, $out, $rc) = @_;
+	my @lines = split /\n/, $out;
+	my ($first) = grep { $lines[$_] =~ $KERNEL_TROUBLE } 0 .. $#lines;
+	my $msg = "$name: run-in-vm exit $rc" . ($rc == 124 ? ' (timed out: the VM stopped answering)' : '');
+	$msg .= "\n--- the kernel's first complaint ---\n" . join("\n", @lines[$first .. ($first + 60 > $#lines ? $#lines : $first + 60)])
+	  if defined $first;
+	$msg .= "\n--- the VM's console, last 80 lines ---\n" . console_tail($out, 80);
+	return $msg;
+}
+
+# one test: the console shows no oops, BUG, panic or RCU stall
+sub console_clean
+{
+	my ($name, $out, $rc) = @_;
+	my @trouble = grep { $_ =~ $KERNEL_TROUBLE } split /\n/, $out;
+	is(scalar(@trouble), 0, "$name: no oops, BUG, panic or stall on the VM console")
+	  or diag(console_report($name, $out, $rc));
+}
+
 my $out = `'$script' files 2>&1`;
 my $rc = $? >> 8;
 my %r = $out =~ /^RESULT (\w+)=(\S+)/mg;
@@ -34,7 +69,8 @@ if ($rc == 77)
 	plan skip_all => 'lab unavailable: ' . ($out =~ /SKIP: (.*)/ ? $1 : 'unknown');
 }
 
-is($rc, 0, 'lab run completed') or diag($out);
+is($rc, 0, 'lab run completed') or diag(console_report('files', $out, $rc));
+console_clean('files', $out, $rc);
 is($r{attach_rc}, 0, 'policy attached to a cgroup v2 child on the cache_ext kernel');
 cmp_ok($r{baseline_hot_before} // 0, '>=', 99, 'hot file fully cached before the scan (kernel LRU)');
 cmp_ok($r{baseline_hot_after} // 100, '<', 95, "without the policy the scan evicts hot pages ($r{baseline_hot_after}% left)");
@@ -48,12 +84,19 @@ cmp_ok($r{after_reread_folios_promoted} // 0, '>', 0, 'scan folios read by an un
 isnt($r{second_attach_rc} // 0, 0, 'a second policy on the same cgroup is refused');
 SKIP:
 {
-	skip 'detach not exercised (PCE_LAB_DETACH=0)', 7 unless defined $r{detach_rc};
+	skip 'detach not exercised (PCE_LAB_DETACH=0)', 14 unless defined $r{detach_rc};
 	is($r{detach_rc}, 0, 'policy detached while a reader is busy in the cgroup');
 	is($r{detach_link_pin_left}, 0, 'policy_link pin removed');
 	is($r{detach_concurrent_reader_rc}, 0, 'concurrent reader survived the detach');
 	is($r{after_detach_read_rc}, 0, 'reads in the cgroup work after the detach');
 	is($r{reattach_rc}, 0, 'the policy can be attached again');
+	is($r{detach_memory_max} // '', $r{max_bytes} // '', 'the detach gave the cgroup its memory.max back');
+	is($r{killed_detach_rc} // '', 137, 'a loader killed (SIGKILL) during a detach ...');
+	is($r{killed_detach_memory_max} // '', 'max', '... left memory.max lifted for the teardown');
+	is($r{resumed_memory_max} // '', $r{max_bytes} // '', 'the next loader run restored memory.max from the record');
+	is($r{final_detach_rc} // '', 0, 'and the interrupted detach could be done again');
+	is($r{detach_cycles} // 0, 4, '4 cycles of attach, two busy readers, detach');
+	is($r{cycles_memory_max} // '', $r{max_bytes} // '', 'memory.max back after them');
 	is($r{kernel_oops}, 0, 'no oops/BUG/WARNING in the kernel log');
 	ok(1, 'detach sequence completed');
 }
@@ -62,13 +105,14 @@ SKIP:
 # the scanning backend's PID is marked, as the module's executor hook does.
 SKIP:
 {
-	skip 'PCE_LAB_PG=0', 6 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
+	skip 'PCE_LAB_PG=0', 7 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
 	my $pgout = `'$script' pg 2>&1`;
 	my $pgrc = $? >> 8;
-	skip 'PostgreSQL scenario unavailable: ' . ($pgout =~ /SKIP: (.*)/ ? $1 : ''), 6 if $pgrc == 77;
+	skip 'PostgreSQL scenario unavailable: ' . ($pgout =~ /SKIP: (.*)/ ? $1 : ''), 7 if $pgrc == 77;
 	my %p = $pgout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $pgout;
-	is($pgrc, 0, 'PostgreSQL lab run completed') or diag($pgout);
+	is($pgrc, 0, 'PostgreSQL lab run completed') or diag(console_report('pg', $pgout, $pgrc));
+	console_clean('pg', $pgout, $pgrc);
 	cmp_ok($p{pg_baseline_hot_before} // 0, '>=', 99, 'PostgreSQL: hot table cached before the scan (kernel LRU)');
 	cmp_ok($p{pg_baseline_hot_after} // 100, '<', 95,
 		"PostgreSQL without the policy: the scan evicts hot pages ($p{pg_baseline_hot_after}% left)");
@@ -83,13 +127,14 @@ SKIP:
 # marks the scanning backend; then the same with pg_cache_ext.mode = off.
 SKIP:
 {
-	skip 'PCE_LAB_PG=0', 10 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
+	skip 'PCE_LAB_PG=0', 14 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
 	my $lout = `'$script' loader 2>&1`;
 	my $lrc = $? >> 8;
-	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 13 if $lrc == 77;
+	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 14 if $lrc == 77;
 	my %l = $lout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $lout;
-	is($lrc, 0, 'loader lab run completed') or diag($lout);
+	is($lrc, 0, 'loader lab run completed') or diag(console_report('loader', $lout, $lrc));
+	console_clean('loader', $lout, $lrc);
 	is($l{loader_swapped_cgroup_attached} // -1, 0,
 		'a --cgroup through a symlink swapped during 10 loader runs: never attached');
 	is($l{loader_other_memory_max} // '', '80740352', 'and the other cgroup\'s memory.max untouched');

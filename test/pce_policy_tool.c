@@ -5,6 +5,7 @@
  *   pce_policy_tool has-cache-ext
  *   pce_policy_tool attach PIN_DIR CGROUP_DIR
  *   pce_policy_tool detach PIN_DIR
+ *   pce_policy_tool resume PIN_DIR      (what any loader run does first)
  *   pce_policy_tool knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT
  *   pce_policy_tool stats PIN_DIR
  *   pce_policy_tool mark|unmark PIN_DIR PID
@@ -91,6 +92,16 @@ main(int argc, char **argv)
 		printf("detach: %d: %s\n", rc, why);
 		return rc ? 1 : 0;
 	}
+	if (argc == 3 && strcmp(argv[1], "resume") == 0)
+	{
+		struct pce_pins pins;
+
+		rc = open_pins(argv[2], &pins, why, sizeof(why));
+		if (rc == 0)
+			pce_policy_resume_interrupted(&pins);
+		printf("resume: %d: %s\n", rc, why);
+		return rc ? 1 : 0;
+	}
 	if (argc == 6 && strcmp(argv[1], "knobs") == 0)
 	{
 		struct pce_knobs k = {.abi_version = PCE_ABI_VERSION};
@@ -141,7 +152,7 @@ main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: pce_policy_tool has-cache-ext | attach PIN_DIR CGROUP | detach PIN_DIR |"
+	fprintf(stderr, "usage: pce_policy_tool has-cache-ext | attach PIN_DIR CGROUP | detach|resume PIN_DIR |"
 			" knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT | stats PIN_DIR | mark|unmark PIN_DIR PID\n");
 	return 2;
 }

@@ -28,6 +28,7 @@ resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
 start_watchdog "${PCE_LAB_WATCHDOG:-150}" 200
 
 say "memory.max ${MAX}M, hot file ${HOT}M, scan file ${SCAN}M"
+echo "RESULT max_bytes=$((MAX * 1048576))"
 dd if=/dev/urandom of=/mnt/hot bs=1M count="$HOT" status=none
 dd if=/dev/zero of=/mnt/scan bs=1M count="$SCAN" status=none
 sync
@@ -94,6 +95,34 @@ if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
 	echo "RESULT after_detach_read_rc=$?"
 	{ "$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg"; echo $? > /tmp/reattach.rc; } 2>&1 | sed "s/^/LAB-TEST: re/"
 	echo "RESULT reattach_rc=$(cat /tmp/reattach.rc)"
+	echo "RESULT detach_memory_max=$(cat "$CGROOT/cache_ext_pg/memory.max")"
+
+	# 5. the loader killed during a detach, with the cgroup's limits lifted
+	#    for the teardown: the next loader run puts them back
+	PCE_TEST_KILL_DURING_DETACH=1 "$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
+	echo "RESULT killed_detach_rc=$?"
+	echo "RESULT killed_detach_memory_max=$(cat "$CGROOT/cache_ext_pg/memory.max")"
+	"$B/pce_policy_tool" resume "$PIN" 2>&1 | sed "s/^/LAB-TEST: /"
+	echo "RESULT resumed_memory_max=$(cat "$CGROOT/cache_ext_pg/memory.max")"
+	{ "$B/pce_policy_tool" detach "$PIN"; echo $? > /tmp/detach2.rc; } 2>&1 | sed "s/^/LAB-TEST: /"
+	echo "RESULT final_detach_rc=$(cat /tmp/detach2.rc)"
+
+	# 6. attach / two busy readers / detach, a few times, at varying moments
+	#    (before the policy's detach phases, the second cycle oopsed here)
+	cycles=0
+	for pause in 0.2 0.5 0.8 0.3; do
+		"$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg" >/dev/null || break
+		in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" -p "$PIN" -n 2 read /mnt/scan &
+		r1=$!
+		in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" -n 4 read /mnt/hot &
+		r2=$!
+		sleep $pause
+		"$B/pce_policy_tool" detach "$PIN" 2>&1 | sed "s/^/LAB-TEST: cycle $cycles: /"
+		wait $r1 $r2 || break
+		cycles=$((cycles + 1))
+	done
+	echo "RESULT detach_cycles=$cycles"
+	echo "RESULT cycles_memory_max=$(cat "$CGROOT/cache_ext_pg/memory.max")"
 	if dmesg | grep -q -E "Oops|BUG:|general protection|WARNING:"; then
 		dmesg | grep -A30 -E "Oops|BUG:|general protection|WARNING:" | head -40 | sed 's/^/LAB-TEST: dmesg /'
 		echo "RESULT kernel_oops=1"

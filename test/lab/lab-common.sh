@@ -7,8 +7,13 @@ say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
 
 # start_watchdog SECONDS DMESG_LINES: a hung kernel becomes a diagnosable
 # failure (a RESULT line, the blocked tasks and the kernel log), not a QEMU
-# timeout
+# timeout.  An oops or an RCU stall panics the kernel at once (the VM powers
+# off with the trace on the console, which t/090 prints): after an oops the
+# kernel may hold a lock forever and the shell watchdog below never runs
+# (seen: a GPF in a list kfunc during a policy detach, then 270 s of silence).
 start_watchdog() {
+	echo 1 > /proc/sys/kernel/panic_on_oops
+	echo 1 > /proc/sys/kernel/panic_on_rcu_stall 2>/dev/null
 	(
 		sleep "$1"
 		echo "RESULT watchdog_fired=1"
