@@ -113,7 +113,9 @@ struct pce_scan_mark
 	X(FOLIOS_PROMOTED, "folios_promoted")	/* scan folio touched by a non-scan task */ \
 	X(EVICT_REQUESTS_UNFILLED, "evict_requests_unfilled")	/* cache_ext */ \
 	X(UNUSED_7, 0)	/* never counted: keeps the layout (was a read bypass, removed as unsafe) */ \
-	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */
+	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */ \
+	X(FOLIOS_UNTRACKED, "folios_untracked")	/* cache_ext: folio_lists full, left to the kernel's LRU */ \
+	X(FOLIOS_LIST_REFUSED, "folios_list_refused")	/* cache_ext: the kernel refused to list it (another NUMA node) */
 
 #define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat

@@ -35,6 +35,18 @@
  *					read errors; do not use it until a kernel offers a safe
  *					drop-behind path.
  *
+ * What the policy does not hold is left to the kernel's own LRU, which
+ * evicts whatever evict_folios() did not fill, and is counted:
+ *
+ *	folios_untracked		folio_lists is full (its size: the loader's
+ *							PCE_POLICY_MAX_FOLIOS, default 2^21 folios, 8 GiB).
+ *	folios_list_refused		the kernel refused to list the folio.  The lists
+ *							live in the registry of NUMA node 0 (init() gets
+ *							the memcg only), and the kernel looks a list up
+ *							in the registry of the folio's node: on a
+ *							multi-node machine, folios of other nodes are
+ *							refused here.
+ *
  * Detach.  The research kernel frees the lists in the link's teardown while
  * the callbacks still run: it list_del()s every node still on a list
  * (leaving LIST_POISON in it) and only later re-initialises the nodes, and
@@ -122,9 +134,30 @@ extern u64 bpf_cache_ext_ds_registry_new_list(struct mem_cgroup *memcg) __ksym;
 extern int	bpf_cache_ext_list_add_tail(u64 list, struct folio *folio) __ksym;
 extern int	bpf_cache_ext_list_move(u64 list, struct folio *folio, bool tail) __ksym;
 extern int	bpf_cache_ext_list_del(struct folio *folio) __ksym;
-extern int	bpf_cache_ext_list_iterate(struct mem_cgroup *memcg, u64 list,
-									   int (iter_fn) (int idx, struct cache_ext_list_node *node),
-									   struct cache_ext_eviction_ctx *ctx) __ksym;
+/*
+ * bpf_cache_ext_list_iterate_extended()'s options (mm/cache_ext_ds.c): where
+ * a node the callback skipped (CONTINUE) or selected (EVICT) goes.
+ */
+struct cache_ext_iterate_opts
+{
+	u64			continue_list;
+	u64			continue_mode;
+	u64			evict_list;
+	u64			evict_mode;
+	u64			nr_folios_continue;	/* out */
+	u64			nr_folios_evict;	/* out */
+};
+
+enum
+{
+	PCE_ITERATE_SELF = 0,		/* CACHE_EXT_ITERATE_SELF: the list iterated */
+	PCE_ITERATE_TAIL = 2,		/* CACHE_EXT_ITERATE_TAIL: move the node to the tail */
+};
+
+extern int	bpf_cache_ext_list_iterate_extended(struct mem_cgroup *memcg, u64 list,
+												int (iter_fn) (int idx, struct cache_ext_list_node *node),
+												struct cache_ext_iterate_opts *opts,
+												struct cache_ext_eviction_ctx *ctx) __ksym;
 
 /*
  * folio->flags is an unsigned long on the cache_ext kernel (6.6) and a
@@ -170,7 +203,7 @@ struct
 struct
 {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1 << 21);	/* 8 GiB of 4 KiB folios */
+	__uint(max_entries, 1 << 21);	/* 8 GiB of 4 KiB folios; the loader may change it */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, u64);
 	__type(value, u32);
@@ -318,6 +351,19 @@ evict_from(u64 list, struct cache_ext_eviction_ctx *ctx, struct mem_cgroup *memc
 	u64			want,
 				before = ctx->nr_folios_to_evict;
 
+	/*
+	 * Skipped folios (dirty, locked, under writeback) and selected ones
+	 * both go to the tail: the next call starts past them, so a head full
+	 * of dirty folios cannot stall the list, and a folio the kernel failed
+	 * to isolate is not offered first again.
+	 */
+	struct cache_ext_iterate_opts rotate = {
+		.continue_list = PCE_ITERATE_SELF,
+		.continue_mode = PCE_ITERATE_TAIL,
+		.evict_list = PCE_ITERATE_SELF,
+		.evict_mode = PCE_ITERATE_TAIL,
+	};
+
 	if (!budget || list == 0)
 		return 0;
 	want = ctx->request_nr_folios_to_evict;
@@ -326,7 +372,7 @@ evict_from(u64 list, struct cache_ext_eviction_ctx *ctx, struct mem_cgroup *memc
 	if (want <= before)
 		return 0;
 	*budget = want - before;
-	bpf_cache_ext_list_iterate(memcg, list, select_for_eviction, ctx);
+	bpf_cache_ext_list_iterate_extended(memcg, list, select_for_eviction, &rotate, ctx);
 	*budget = 0;
 	return ctx->nr_folios_to_evict - before;
 }
@@ -378,19 +424,21 @@ s32 BPF_PROG(pce_init, struct mem_cgroup *memcg)
 /*
  * Put a folio at the tail of list which and remember it there.  A folio
  * that cannot be remembered is taken off again: untracked folios are left
- * to the kernel's own LRU.
+ * to the kernel's own LRU.  Returns the counter that says why it is not
+ * listed, or PCE_STAT__COUNT when it is.
  */
-static __always_inline void
+static __always_inline enum pce_stat
 list_folio(struct folio *folio, u32 which)
 {
 	if (bpf_cache_ext_list_add_tail(which == PCE_LIST_SCAN ? scan_list : main_list, folio) != 0)
-		return;
+		return PCE_STAT_FOLIOS_LIST_REFUSED;
 	if (!remember_folio(folio, which))
 	{
 		bpf_cache_ext_list_del(folio);
-		return;
+		return PCE_STAT_FOLIOS_UNTRACKED;
 	}
 	list_count_add(which, 1);
+	return PCE_STAT__COUNT;
 }
 
 SEC("struct_ops/pce_folio_added")
@@ -398,11 +446,15 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 {
 	bool		scan = current_task_is_scan();
 	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
+	enum pce_stat not_listed;
 
 	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
 	if (detach_phase() != PCE_POLICY_ACTIVE)
 		return;					/* detaching: left to the kernel's LRU */
-	list_folio(folio, which);
+	/* counted once, here; a later access retries the adoption uncounted */
+	not_listed = list_folio(folio, which);
+	if (not_listed != PCE_STAT__COUNT)
+		stat_inc(not_listed);
 }
 
 SEC("struct_ops/pce_folio_accessed")

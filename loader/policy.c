@@ -433,12 +433,46 @@ cache_ext_attach_type(struct btf **btf, char *why, size_t whylen)
 	return attach_type;
 }
 
+/*
+ * Is MGLRU on?  Then memcg reclaim takes lru_gen_shrink_lruvec() and never
+ * reaches cache_ext's hook in shrink_lruvec(): an attached policy would
+ * list folios and never evict one.  Bit 0 of lru_gen/enabled is the core
+ * switch.  PCE_LRU_GEN_FILE names another file (the lab's kernel has no
+ * MGLRU to turn on; its test uses this).
+ */
+static bool
+mglru_enabled(char *val, size_t vallen)
+{
+	const char *file = getenv("PCE_LRU_GEN_FILE") ? getenv("PCE_LRU_GEN_FILE") : "/sys/kernel/mm/lru_gen/enabled";
+	FILE	   *f = fopen(file, "re");
+	bool		on = false;
+
+	snprintf(val, vallen, "absent");
+	if (!f)
+		return false;
+	if (fgets(val, vallen, f))
+	{
+		val[strcspn(val, "\n")] = '\0';
+		on = (strtoul(val, NULL, 16) & 1) != 0;
+	}
+	fclose(f);
+	return on;
+}
+
 /* May a policy go on this cgroup?  0, or a negative errno with why. */
 static int
 check_cgroup_free(const struct btf *btf, int cgroup_fd, const char *cgroup_name, char *why, size_t whylen)
 {
 	__u32		other;
+	char		lru_gen[32];
 
+	if (mglru_enabled(lru_gen, sizeof(lru_gen)))
+	{
+		snprintf(why, whylen, "MGLRU is enabled (lru_gen/enabled = %s): memory-cgroup reclaim then bypasses "
+				 "cache_ext and the policy would never evict; turn it off (echo n > "
+				 "/sys/kernel/mm/lru_gen/enabled) or use the stock mechanism", lru_gen);
+		return -EOPNOTSUPP;
+	}
 	if (!pce_cgroup_name_enables_cache_ext(cgroup_name))
 	{
 		snprintf(why, whylen, "cgroup %s: the cache_ext kernel only runs policies on cgroups whose name "
@@ -453,6 +487,23 @@ check_cgroup_free(const struct btf *btf, int cgroup_fd, const char *cgroup_name,
 		return -EEXIST;
 	}
 	return 0;
+}
+
+/*
+ * PCE_POLICY_MAX_FOLIOS: how many folios the policy can hold (its
+ * folio_lists map; default 2^21, 8 GiB of 4 KiB folios).  Beyond, folios
+ * are left to the kernel's LRU and counted as folios_untracked.
+ */
+static void
+set_folio_capacity(struct policy_bpf *skel)
+{
+	const char *env = getenv("PCE_POLICY_MAX_FOLIOS");
+	long long	n = env ? atoll(env) : 0;
+
+	if (n >= 1024 && n <= (1LL << 28))
+		bpf_map__set_max_entries(skel->maps.folio_lists, (__u32) n);
+	else if (env)
+		fprintf(stderr, "pg_cache_ext_loader: warning: PCE_POLICY_MAX_FOLIOS=%s ignored (1024 .. 268435456)\n", env);
 }
 
 /* Open and load policy.bpf.c reusing the pinned maps; NULL with why. */
@@ -478,6 +529,7 @@ load_policy_object(const struct pce_pins *pins, char *why, size_t whylen)
 						   bpf_program__flags(skel->progs.pce_init) | BPF_F_SLEEPABLE);
 	bpf_map__set_map_flags(skel->maps.pce_policy_ops,
 						   bpf_map__map_flags(skel->maps.pce_policy_ops) | BPF_F_LINK);
+	set_folio_capacity(skel);
 	err = policy_bpf__load(skel);
 	libbpf_set_print(old_print);
 	if (err)

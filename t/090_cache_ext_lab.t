@@ -100,6 +100,19 @@ SKIP:
 	is($r{kernel_oops}, 0, 'no oops/BUG/WARNING in the kernel log');
 	ok(1, 'detach sequence completed');
 }
+is($r{dirty_scan_rc} // '', 0, 'dirty-heavy scan: the scan ran to its end (no OOM kill)');
+is($r{dirty_oom_kills} // '', 0, 'dirty-heavy scan: memory.events oom_kill 0');
+cmp_ok($r{dirty_hot_before} // 0, '>=', 99, 'dirty-heavy scan: hot file cached before');
+cmp_ok($r{dirty_hot_after} // 0, '>=', 95,
+	"dirty-heavy scan (the scan list's head dirty): the hot file stays ($r{dirty_hot_after}%)");
+cmp_ok($r{dirty_evicted_scan} // 0, '>', 10 * ($r{dirty_evicted_main} // 0),
+	'dirty-heavy scan: scan folios evicted, not main (scan ' . ($r{dirty_evicted_scan} // '?')
+	  . ', main ' . ($r{dirty_evicted_main} // '?') . ')');
+is($r{untracked_read_rc} // '', 0, 'a policy full (1024 folios) still lets the cgroup read');
+cmp_ok($r{untracked_added} // 0, '>', 0, "folios it could not hold counted as folios_untracked ($r{untracked_added})");
+isnt($r{mglru_attach_rc} // 0, 0, 'with MGLRU on, the attach is refused');
+is($r{mglru_reason} // 0, 1, '... saying MGLRU is why');
+is($r{mglru_link} // 1, 0, '... and no policy link is left');
 
 # The same with a real PostgreSQL 15 cluster (tables prepared on the host):
 # the scanning backend's PID is marked, as the module's executor hook does.

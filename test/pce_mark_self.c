@@ -3,10 +3,13 @@
  *		Test tool: read files sequentially, optionally marked as a scan, and
  *		report how much of a file is resident in the page cache.
  *
- *   pce_mark_self [-p PIN_DIR] [-n PASSES] read FILE...
+ *   pce_mark_self [-p PIN_DIR] [-n PASSES] [-w MB] read FILE...
  *		read every FILE PASSES times (default 1) with read(2); with -p, first
  *		put this process's PID into PIN_DIR/scan_pids (reason PCE_REASON_TEST)
  *		and remove it again at the end, like a PostgreSQL backend running a scan.
+ *		With -w, write back what was read in the first MB MiB of each file
+ *		(the same bytes), leaving those pages dirty, as VACUUM or the first
+ *		scan after a bulk load (hint bits) does.
  *   pce_mark_self resident FILE
  *		print "<percent> <resident pages> <pages>" (mincore(2)).
  */
@@ -64,15 +67,18 @@ main(int argc, char **argv)
 {
 	const char *pin_dir = NULL;
 	int			passes = 1,
+				dirty_mb = 0,
 				opt,
 				map_fd = -1;
 	__u32		pid = getpid();
 	static char buf[1 << 20];
 
-	while ((opt = getopt(argc, argv, "p:n:")) != -1)
+	while ((opt = getopt(argc, argv, "p:n:w:")) != -1)
 	{
 		if (opt == 'p')
 			pin_dir = optarg;
+		else if (opt == 'w')
+			dirty_mb = atoi(optarg);
 		else if (opt == 'n')
 			passes = atoi(optarg);
 		else
@@ -80,7 +86,7 @@ main(int argc, char **argv)
 	}
 	if (optind >= argc)
 	{
-		fprintf(stderr, "usage: pce_mark_self [-p PIN_DIR] [-n PASSES] read FILE... | resident FILE\n");
+		fprintf(stderr, "usage: pce_mark_self [-p PIN_DIR] [-n PASSES] [-w MB] read FILE... | resident FILE\n");
 		return 2;
 	}
 	if (strcmp(argv[optind], "resident") == 0 && optind + 1 < argc)
@@ -104,8 +110,9 @@ main(int argc, char **argv)
 	for (int p = 0; p < passes; p++)
 		for (int i = optind + 1; i < argc; i++)
 		{
-			int			fd = open(argv[i], O_RDONLY);
+			int			fd = open(argv[i], dirty_mb ? O_RDWR : O_RDONLY);
 			ssize_t		n;
+			off_t		off = 0;
 
 			if (fd < 0)
 			{
@@ -113,7 +120,14 @@ main(int argc, char **argv)
 				return 1;
 			}
 			while ((n = read(fd, buf, sizeof(buf))) > 0)
-				;
+			{
+				if (off < (off_t) dirty_mb << 20 && pwrite(fd, buf, n, off) != n)
+				{
+					perror("pwrite");
+					return 1;
+				}
+				off += n;
+			}
 			close(fd);
 		}
 	if (map_fd >= 0)

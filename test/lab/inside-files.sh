@@ -25,7 +25,7 @@ in_cgroup() {
 
 resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
 
-start_watchdog "${PCE_LAB_WATCHDOG:-150}" 200
+start_watchdog "${PCE_LAB_WATCHDOG:-240}" 200
 
 say "memory.max ${MAX}M, hot file ${HOT}M, scan file ${SCAN}M"
 echo "RESULT max_bytes=$((MAX * 1048576))"
@@ -123,6 +123,61 @@ if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
 	done
 	echo "RESULT detach_cycles=$cycles"
 	echo "RESULT cycles_memory_max=$(cat "$CGROOT/cache_ext_pg/memory.max")"
+fi
+
+stat_of() { "$B/pce_policy_tool" stats "$PIN" | awk -v n="$1" '$1 == n { print $2 }'; }
+[ -e "$PIN/policy_link" ] && "$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
+CG="$CGROOT/cache_ext_pg"
+
+# 7. a dirty-heavy scan: the marked process writes back what it reads in
+#    the first 32 MiB (as VACUUM or hint bits do), and the flusher is held
+#    back, so the scan list's head is 8192 dirty folios, more than one list
+#    iteration visits.  The policy must still evict scan folios, not the hot
+#    set.
+echo 60 > /proc/sys/vm/dirty_ratio
+echo 50 > /proc/sys/vm/dirty_background_ratio
+echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+dd if=/dev/urandom of=/mnt/hot2 bs=1M count=24 status=none
+sync
+"$B/pce_policy_tool" attach "$PIN" "$CG" >/dev/null && "$B/pce_policy_tool" knobs "$PIN" 1 1 0
+sync; echo 3 > /proc/sys/vm/drop_caches
+in_cgroup "$CG" "$B/pce_mark_self" -n 3 read /mnt/hot2
+echo "RESULT dirty_hot_before=$(resident /mnt/hot2)"
+main0=$(stat_of folios_evicted_main)
+scan0=$(stat_of folios_evicted_scan)
+in_cgroup "$CG" "$B/pce_mark_self" -p "$PIN" -w 32 read /mnt/scan
+echo "RESULT dirty_scan_rc=$?"
+echo "RESULT dirty_hot_after=$(resident /mnt/hot2)"
+echo "RESULT dirty_evicted_main=$(( $(stat_of folios_evicted_main) - main0 ))"
+echo "RESULT dirty_evicted_scan=$(( $(stat_of folios_evicted_scan) - scan0 ))"
+say "dirty-heavy scan: $(grep -E '^(Dirty|Writeback):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+echo "RESULT dirty_oom_kills=$(awk '$1 == "oom_kill" { print $2 }' "$CG/memory.events")"
+"$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
+sync
+echo 20 > /proc/sys/vm/dirty_ratio
+echo 10 > /proc/sys/vm/dirty_background_ratio
+echo 3000 > /proc/sys/vm/dirty_expire_centisecs
+
+# 8. more folios than the policy can hold (PCE_POLICY_MAX_FOLIOS=1024):
+#    the rest is counted as untracked and left to the kernel's LRU
+PCE_POLICY_MAX_FOLIOS=1024 "$B/pce_policy_tool" attach "$PIN" "$CG" >/dev/null
+u0=$(stat_of folios_untracked)
+sync; echo 3 > /proc/sys/vm/drop_caches
+in_cgroup "$CG" "$B/pce_mark_self" read /mnt/hot
+echo "RESULT untracked_read_rc=$?"
+echo "RESULT untracked_added=$(( $(stat_of folios_untracked) - u0 ))"
+"$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
+
+# 9. MGLRU on (this kernel has none: a file saying what lru_gen/enabled
+#    says when it is on): the attach is refused with the reason
+echo 0x0007 > /tmp/lru_gen_enabled
+out=$(PCE_LRU_GEN_FILE=/tmp/lru_gen_enabled "$B/pce_policy_tool" attach "$PIN" "$CG" 2>&1)
+echo "RESULT mglru_attach_rc=$?"
+say "with MGLRU: $out"
+echo "$out" | grep -q "MGLRU is enabled" && echo "RESULT mglru_reason=1" || echo "RESULT mglru_reason=0"
+[ -e "$PIN/policy_link" ] && echo "RESULT mglru_link=1" || echo "RESULT mglru_link=0"
+
+if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
 	if dmesg | grep -q -E "Oops|BUG:|general protection|WARNING:"; then
 		dmesg | grep -A30 -E "Oops|BUG:|general protection|WARNING:" | head -40 | sed 's/^/LAB-TEST: dmesg /'
 		echo "RESULT kernel_oops=1"
