@@ -12,6 +12,7 @@ my %cfgname = (
 	c => 'pg_cache_ext (cache_ext)',
 	d => 'pgfincore dontneed',
 	e => 'scanner in own cgroup',
+	y => 'no memory limit (ref.)',
 	z => 'no scans (reference)',
 );
 
@@ -114,7 +115,7 @@ my @wl_noscan = grep { my ($d) = split /:/; 1 } ();
 sub ratio { my ($x, $y) = @_; return (defined $x && defined $y && $y > 0) ? $x / $y : undef; }
 sub fmt_r { my ($r) = @_; return defined $r ? sprintf("%.2fx", $r) : '-'; }
 
-my @cfg_order = qw(z a b c d e);
+my @cfg_order = qw(z y a b c d e);
 my @csv;
 my %summary;
 print "\n";
@@ -167,6 +168,14 @@ for my $wl (@wl_order) {
 			$r->{pce_bytes_dropped} / 1048576, $r->{tps_rounds};
 	}
 	my $b = $agg{"$dist:$scan:b"};
+	my $y = $agg{"$dist:$scan:y"};
+	if ($y) {
+		for my $c (qw(b c)) {
+			my $r = $agg{"$dist:$scan:$c"} or next;
+			printf "(%s)/(y), against the same scans with nothing evicted: TPS %s, p99 %s\n", $c,
+				fmt_r(ratio($r->{tps}, $y->{tps})), fmt_r(ratio($r->{p99_ms}, $y->{p99_ms}));
+		}
+	}
 	if ($a && $b && $z) {
 		my $tb = ratio($b->{tps}, $a->{tps});
 		my $tz = ratio($b->{tps}, $z->{tps});

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh - does pg_cache_ext keep an OLTP hot set cached while big scans run?
 #
-#   bench/run.sh [--short|--full] [--configs a,b,c,d,e,z] [--fresh]
+#   bench/run.sh [--short|--full] [--configs a,b,c,d,e,y,z] [--fresh]
 #                [--throttle-iops N] [--throttle-mbps N] [--no-throttle] [--out DIR]
 #
 # Builds (once, reused while its parameters match) a throwaway cluster under
@@ -15,6 +15,9 @@
 #   c  pg_cache_ext, cache_ext mechanism (only where the kernel has cache_ext)
 #   d  pgfincore: pgfadvise_dontneed() on the scanned table after each scan
 #   e  the scanning backends moved into their own small memory cgroup
+#   y  as (a), scans included, with no memory limit on the cluster: nothing
+#      is evicted, the physical limit of any cache policy on this CPU (the
+#      gap from (y) to (z) is the scans' CPU and disk, not the cache)
 #   z  OLTP alone, no scans (the reference)
 #
 # Every phase starts from the same cache state (cluster files evicted, hot
@@ -72,11 +75,11 @@ CLIENTS=${CLIENTS:-2}			# OLTP pgbench clients
 if [ "$MODE" = short ]; then
 	DUR=${DUR:-15}; WARM=${WARM:-2}; ROUNDS=${ROUNDS:-2}
 	WORKLOADS=${WORKLOADS:-"uniform:count2"}
-	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,z
+	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,y,z
 else
 	DUR=${DUR:-35}; WARM=${WARM:-5}; ROUNDS=${ROUNDS:-1}
 	WORKLOADS=${WORKLOADS:-"uniform:count2 zipf:count2 uniform:count uniform:vacuum uniform:dump"}
-	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,z
+	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,y,z
 fi
 SCAN_OFFSET=${SCAN_OFFSET:-3}	# seconds between the two scanners of count2
 SETTLE=${SETTLE:-4}				# the report's TPS/latency skip the first SETTLE s of a phase
@@ -272,6 +275,8 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 		c) set_mode cache_ext ;;
 		*) set_mode off ;;
 	esac
+	# (y): no memory limit for this phase (restored at its end)
+	[ "$cfg" = y ] && echo -1 > "$MEMCG/memory.limit_in_bytes"
 	# same starting point: cold cache, hot set read back, OLTP warm-up
 	evict_cluster_cache
 	q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
@@ -318,6 +323,7 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 	q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'pce_scan%' OR application_name = 'pg_dump'" >/dev/null 2>&1 || true
 	for p in $spids $mpid; do wait "$p" 2>/dev/null || true; done
 	BG_PIDS=""
+	[ "$cfg" = y ] && echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
 	local hot1 ref1 maj1 pgin1 rd1 drop1
 	hot1=$(hot_cached)
 	ref1=$(memstat "$MEMCG" workingset_refault_file); maj1=$(memstat "$MEMCG" pgmajfault)
@@ -355,7 +361,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		fi
 		for cfg in "${order[@]}"; do
 			case "$cfg" in
-				a|b|d|e) run_phase "$cfg" "$dist" "$kind" "$round" ;;
+				a|b|d|e|y) run_phase "$cfg" "$dist" "$kind" "$round" ;;
 				c)
 					if kernel_has_cache_ext && [ "$MECH" = cache_ext ]; then
 						run_phase c "$dist" "$kind" "$round"

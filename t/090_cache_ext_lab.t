@@ -2,9 +2,14 @@
 #	The cache_ext policy on the real cache_ext research kernel (QEMU lab):
 #	a marked scan of a file larger than the cgroup's memory.max leaves an
 #	unmarked process's hot file >= 95% resident with the policy attached,
-#	and does not without it; then the same with a PostgreSQL 15 cluster whose
-#	scanning backend is marked (PCE_LAB_PG=0 skips that part).  Skips where
-#	the lab or qemu is absent.
+#	and does not without it; the policy detached while readers are busy
+#	(repeatedly, and with the loader killed midway: the cgroup's limits come
+#	back); a dirty-heavy scan (the scan list's head dirty) still evicts scan
+#	folios, not the hot set, without OOM; folios beyond the policy's capacity
+#	are counted; the attach is refused under MGLRU.  Then the same with a
+#	PostgreSQL 15 cluster whose scanning backend is marked (PCE_LAB_PG=0
+#	skips that part).  A run that fails or meets a kernel oops prints the
+#	VM console's tail.  Skips where the lab or qemu is absent.
 use strict;
 use warnings;
 use File::Basename qw(dirname);
