@@ -12,6 +12,14 @@ LIMIT_MB=${LIMIT_MB:-112} DUR=${DUR:-20} WARM=${WARM:-5} CLIENTS=${CLIENTS:-2}
 
 start_watchdog 1500 60
 prepare_pg_runtime
+# this build's module and SQL over the installed ones (the host's root is read-only here)
+for f in "$W"/ext/*; do
+	case "$f" in
+		*.so) dest=$("$PGBIN/pg_config" --pkglibdir)/${f##*/} ;;
+		*) dest=$("$PGBIN/pg_config" --sharedir)/extension/${f##*/} ;;
+	esac
+	[ -e "$dest" ] && mount --bind "$f" "$dest"
+done
 say "copying the prepared cluster"
 cp -a "$W/pgdata" "$DATA" || exit 1
 sed -i "s|^unix_socket_directories.*|unix_socket_directories = '$SOCK'|" "$DATA/postgresql.conf"
@@ -22,6 +30,7 @@ pg_start() {
 		"$CG" "$PGBIN" "$DATA" || { tail -20 /mnt/pg.log; exit 1; }
 }
 pg_stop() { pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 2>&1; }
+pce_stat() { psqlc -c "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = '$1'), 0)" 2>/dev/null || echo 0; }
 memstat() { awk -v k="$1" '$1 == k { print $2 }' "$CG/memory.stat"; }
 relfile() { echo "$DATA/$(psqlc -c "SELECT pg_relation_filepath('$1')")"; }
 resident_pages() { "$W/pce_mark_self" resident "$1" | cut -d' ' -f2,3; }
@@ -83,7 +92,9 @@ phase() {	# $1 config, $2 workload (count | vacuum)
 	tps=$(echo "$out" | awk '/^tps/ { print $3; exit }')
 	echo "PHASE cfg=$cfg kind=$kind tps=$tps p99_ms=$(p99_ms "$dir") hot_pct=$(hot_pct)" \
 		"refaults=$(( $(memstat workingset_refault_file) - ref0 )) scans=$(cat /tmp/scans)" \
-		"evicted_scan=$(psqlc -c "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = 'folios_evicted_scan'), 0)" 2>/dev/null)"
+		"evicted_scan=$(pce_stat folios_evicted_scan) marks=$(pce_stat marks) dropped_mb=$(( $(pce_stat bytes_dropped) >> 20 ))" \
+		"state=$(psqlc -c "SELECT value FROM cache_ext_status() WHERE name = 'state'" 2>/dev/null)"
+	say "$cfg/$kind: $(psqlc -c "SELECT value FROM cache_ext_status() WHERE name = 'reason'" 2>/dev/null)"
 	pg_stop
 	rm -rf "$dir"
 }
@@ -96,7 +107,9 @@ say "hot set $(( ($(stat -c %s "$HOT_HEAP") + $(stat -c %s "$HOT_PKEY")) >> 20 )
 	"scan table $(( $(stat -c %s "$(relfile scan_t)") >> 20 )) MiB, memory.max ${LIMIT_MB} MiB"
 pg_stop
 
-for cfg in a b c y; do phase "$cfg" count; done
-for cfg in y c b a; do phase "$cfg" vacuum; done
+# interleaved, the second workload in reverse order
+for p in ${PHASES:-a:count b:count c:count y:count y:vacuum c:vacuum b:vacuum a:vacuum}; do
+	phase "${p%%:*}" "${p#*:}"
+done
 "$LOADER" -D "$DATA" --unload >/dev/null 2>&1
 exit 0

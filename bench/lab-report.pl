@@ -25,7 +25,7 @@ while (<$fh>)
 
 sub ratio
 {
-	my ($x, $y) = @_;
+	my ($x, $y) = @_;		# values, or undef where a configuration did not run
 	return '-' unless defined $x && defined $y && $y > 0;
 	return sprintf('%.2fx', $x / $y);
 }
@@ -34,6 +34,7 @@ print "cache_ext lab (QEMU TCG, 2 vCPUs), $params\n" if $params;
 for my $kind (@kinds)
 {
 	my $k = $r{$kind};
+	my ($ka, $ky) = map { $k->{$_} || {} } qw(a y);
 	printf "\nscans: %s\n", $kind eq 'count' ? 'SELECT count(*) loop' : 'VACUUM (DISABLE_PAGE_SKIPPING) loop';
 	printf "%-32s %8s %7s %7s %9s %7s %7s %8s %9s %6s\n",
 	  'config', 'TPS', 'vs(a)', 'vs(y)', 'p99 ms', 'vs(a)', 'vs(y)', 'hot %', 'refaults', 'scans';
@@ -41,8 +42,8 @@ for my $kind (@kinds)
 	{
 		my $p = $k->{$c} or next;
 		printf "%-32s %8.0f %7s %7s %9.2f %7s %7s %8s %9s %6s\n",
-		  "($c) $name{$c}", $p->{tps} || 0, ratio($p->{tps}, $k->{a}{tps}), ratio($p->{tps}, $k->{y}{tps}),
-		  $p->{p99_ms} || 0, ratio($p->{p99_ms}, $k->{a}{p99_ms}), ratio($p->{p99_ms}, $k->{y}{p99_ms}),
+		  "($c) $name{$c}", $p->{tps} || 0, ratio($p->{tps}, $ka->{tps}), ratio($p->{tps}, $ky->{tps}),
+		  $p->{p99_ms} || 0, ratio($p->{p99_ms}, $ka->{p99_ms}), ratio($p->{p99_ms}, $ky->{p99_ms}),
 		  $p->{hot_pct} // '-', $p->{refaults} // '-', $p->{scans} // '-';
 	}
 }

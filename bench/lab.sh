@@ -17,9 +17,11 @@
 #
 # Environment: SCALE (pgbench scale, default 4), SCAN_MB (scanned table,
 # default 256), LIMIT_MB (the cluster's memory.max, default 112), DUR
-# (measured seconds per phase, default 20), WARM (5), CLIENTS (2),
-# PCE_KERNEL_LAB, PCE_LAB_TIMEOUT (900).  The loader and the module come
-# from this build (loader/) and the PostgreSQL 15 install (module).
+# (measured seconds per phase, default 20), WARM (5), CLIENTS (2), PHASES
+# (default "a:count b:count c:count y:count y:vacuum c:vacuum b:vacuum a:vacuum"),
+# PCE_KERNEL_LAB, PCE_LAB_TIMEOUT (900).  The loader and the module are
+# this build's (the VM sees them in place of the installed ones); the
+# server is the host's PostgreSQL 15.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/.." && pwd)
@@ -34,14 +36,17 @@ for d in "$SRC/../shared/kernel-lab" /work/shared/kernel-lab; do
 	[ -z "$lab" ] && [ -x "$d/run-in-vm" ] && lab=$d
 done
 [ -n "$lab" ] || { echo "bench/lab.sh: no kernel lab (set PCE_KERNEL_LAB)" >&2; exit 77; }
-[ -x "$SRC/loader/pg_cache_ext_loader" ] || make -s -C "$SRC" loader/pg_cache_ext_loader
-[ -f "$($PGBIN/pg_config --pkglibdir)/pg_cache_ext.so" ] || { echo "bench/lab.sh: pg_cache_ext is not installed in $PGBIN (make install)" >&2; exit 1; }
+make -s -C "$SRC" all loader/pg_cache_ext_loader >&2
 
 work=$(mktemp -d /var/tmp/pce-lab-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"; chown postgres "$work"
 cp "$SRC/loader/pg_cache_ext_loader" "$HERE/lab-inside.sh" "$SRC/test/lab/lab-common.sh" "$work/"
 cc -O2 -Wall -I"$SRC/bpf" -o "$work/pce_mark_self" "$SRC/test/pce_mark_self.c" -lbpf
+# this build's module and SQL, mounted inside the VM over the installed
+# ones (the host's install may be another build, whose pins differ)
+mkdir "$work/ext"
+cp "$SRC/pg_cache_ext.so" "$SRC/pg_cache_ext.control" "$SRC"/pg_cache_ext--*.sql "$work/ext/"
 
 # the cluster, made on the host (initdb and pgbench -i take minutes under TCG)
 as_pg() { runuser -u postgres -- "$@"; }
@@ -69,7 +74,7 @@ as_pg "$PGBIN/pg_ctl" -D "$work/pgdata" -m fast -w stop >/dev/null
 mkdir -p "$OUT"
 echo "bench/lab.sh: scale $SCALE, scan table $SCAN_MB MiB, memory.max $LIMIT_MB MiB, ${DUR}s per phase" >&2
 "$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t "${PCE_LAB_TIMEOUT:-900}" -- \
-	env PGBIN="$PGBIN" LIMIT_MB="$LIMIT_MB" DUR="$DUR" WARM="$WARM" CLIENTS="$CLIENTS" \
+	env PGBIN="$PGBIN" LIMIT_MB="$LIMIT_MB" DUR="$DUR" WARM="$WARM" CLIENTS="$CLIENTS" ${PHASES:+PHASES="$PHASES"} \
 	sh "$work/lab-inside.sh" "$work" > "$OUT/console.txt" 2>&1 || {
 	tail -40 "$OUT/console.txt" >&2; echo "bench/lab.sh: the VM run failed" >&2; exit 1; }
 grep '^PHASE ' "$OUT/console.txt" > "$OUT/phases.txt"
