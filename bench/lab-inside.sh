@@ -10,7 +10,7 @@ LOADER=$W/pg_cache_ext_loader
 CG=/sys/fs/cgroup/cache_ext_bench	# cache_ext runs policies only on cgroups named cache_ext*
 LIMIT_MB=${LIMIT_MB:-112} DUR=${DUR:-20} WARM=${WARM:-5} CLIENTS=${CLIENTS:-2}
 
-start_watchdog 1500 60
+start_watchdog 1750 60
 prepare_pg_runtime
 # this build's module and SQL over the installed ones (the host's root is read-only here)
 for f in "$W"/ext/*; do

@@ -19,7 +19,7 @@
 # default 256), LIMIT_MB (the cluster's memory.max, default 112), DUR
 # (measured seconds per phase, default 20), WARM (5), CLIENTS (2), PHASES
 # (default "a:count b:count c:count y:count y:vacuum c:vacuum b:vacuum a:vacuum"),
-# PCE_KERNEL_LAB, PCE_LAB_TIMEOUT (900).  The loader and the module are
+# PCE_KERNEL_LAB, PCE_LAB_TIMEOUT (1800).  The loader and the module are
 # this build's (the VM sees them in place of the installed ones); the
 # server is the host's PostgreSQL 15.
 set -eu
@@ -73,10 +73,11 @@ as_pg "$PGBIN/pg_ctl" -D "$work/pgdata" -m fast -w stop >/dev/null
 
 mkdir -p "$OUT"
 echo "bench/lab.sh: scale $SCALE, scan table $SCAN_MB MiB, memory.max $LIMIT_MB MiB, ${DUR}s per phase" >&2
-"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t "${PCE_LAB_TIMEOUT:-900}" -- \
+"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t "${PCE_LAB_TIMEOUT:-1800}" -- \
 	env PGBIN="$PGBIN" LIMIT_MB="$LIMIT_MB" DUR="$DUR" WARM="$WARM" CLIENTS="$CLIENTS" ${PHASES:+PHASES="$PHASES"} \
 	sh "$work/lab-inside.sh" "$work" > "$OUT/console.txt" 2>&1 || {
-	tail -40 "$OUT/console.txt" >&2; echo "bench/lab.sh: the VM run failed" >&2; exit 1; }
-grep '^PHASE ' "$OUT/console.txt" > "$OUT/phases.txt"
+	rc=$?; tail -40 "$OUT/console.txt" >&2
+	echo "bench/lab.sh: the VM run failed (exit $rc); the phases it finished:" >&2; }
+grep '^PHASE ' "$OUT/console.txt" > "$OUT/phases.txt" || true
 perl "$HERE/lab-report.pl" "$OUT/phases.txt" "scale $SCALE, scan table $SCAN_MB MiB, memory.max $LIMIT_MB MiB, ${DUR}s per phase, $CLIENTS clients" | tee "$OUT/report.txt"
 echo "bench/lab.sh: results in $OUT" >&2
