@@ -838,6 +838,13 @@ lift_limits(int cg_fd, __u64 cgid, struct pce_policy_state *st)
 {
 	if (cg_fd < 0)
 		return;
+	/* a record that could not be restored yet holds the real limits: keep it */
+	if (__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST) && st->saved_cgroup_id == cgid)
+	{
+		cg_write(cg_fd, "memory.high", "max");
+		cg_write(cg_fd, "memory.max", "max");
+		return;
+	}
 	memset(st->saved_max, 0, sizeof(st->saved_max));
 	memset(st->saved_high, 0, sizeof(st->saved_high));
 	if (!cg_read(cg_fd, "memory.max", st->saved_max, sizeof(st->saved_max)) ||
