@@ -341,6 +341,8 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
 
 	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
+	if (scan && current_task_is_external())
+		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
 	list_folio(folio, which);
 }
 

@@ -68,6 +68,48 @@ init_knobs(struct bpf_map *map)
 }
 
 /*
+ * The scan-PID map pinned by an earlier loader must have this loader's
+ * layout (PCE_ABI_VERSION): libbpf would refuse to reuse it with a vaguer
+ * error.  Nothing is lost by stopping here; --unload starts afresh.
+ */
+static void
+check_pinned_layout(const struct pce_pins *pins)
+{
+	struct bpf_map_info info;
+	__u32		len = sizeof(info);
+	char		path[PATH_MAX];
+	int			fd;
+
+	if (!pce_pin_exists(pins, PCE_PIN_SCAN_PIDS))
+		return;
+	fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_SCAN_PIDS, path, sizeof(path)));
+	if (fd < 0)
+		return;					/* the load below says why */
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		info.value_size != sizeof(struct pce_scan_mark))
+		pce_fail("the maps pinned in \"%s\" have another version's layout (scan marks of %u bytes, "
+				 "this loader's %zu, ABI %d): run pg_cache_ext_loader --unload for this cluster first",
+				 pins->shown, info.value_size, sizeof(struct pce_scan_mark), PCE_ABI_VERSION);
+	close(fd);
+}
+
+/*
+ * Hand external marks down to new tasks (tp_btf/sched_process_fork), in
+ * every mode: the cache_ext policy reads the same marks.  The link is left
+ * in place when the policy replaces the other tracker links.
+ */
+static void
+install_fork_link(const struct pce_pins *pins, struct tracker_bpf *skel)
+{
+	struct bpf_link *fork_link = bpf_program__attach(skel->progs.on_process_fork);
+
+	if (!fork_link)
+		pce_fail("cannot attach tp_btf/sched_process_fork: %s", strerror(errno));
+	pin_link_replacing(pins, fork_link, PCE_PIN_TRACKER_FORK_LINK);
+}
+
+/*
  * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
  * its tracepoints and pin the links.  Promotion (the program on
  * tp_btf/mm_lru_activate) is optional: on a kernel that lacks that
@@ -86,6 +128,7 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 	int			err;
 
 	promotion_missing[0] = '\0';
+	check_pinned_layout(pins);
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
@@ -121,11 +164,15 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 		pin_link_replacing(pins, activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	else
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	install_fork_link(pins, skel);
 	init_knobs(skel->maps.knobs);
 	return skel;
 }
 
-/* In cache_ext mode the policy does the tracker's work: stop the tracker. */
+/*
+ * In cache_ext mode the policy does the tracker's work: stop the tracker
+ * (but for the fork program, which the policy needs as well).
+ */
 void
 pce_unpin_tracker_links(const struct pce_pins *pins)
 {
