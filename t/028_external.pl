@@ -1,0 +1,165 @@
+# 028_external.pl
+#	Readers outside the server: pg_cache_ext_run marks a whole process tree
+#	(here sh -> sh -> tar | cat, the tar a grandchild) as a scanner of the
+#	cluster.  With OLTP on a hot table beside a tar of a data directory
+#	larger than the cluster's memory cgroup, the hot table stays cached
+#	with the wrapper and is pushed out by the same tar without it.  The
+#	tree's tasks show in cache_ext_scans() (reason external, their
+#	command) while it runs and are unmarked when it ends; a wrapper killed
+#	with SIGKILL leaves its tree's marks to the worker's sweep.  Pages the
+#	tree reads outside the data directory are left alone.
+use strict;
+use warnings;
+use File::Temp qw(tempdir);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use PceTest;
+
+my $budget_mb = 16;
+my $limit = 160 * 1024 * 1024;
+my $bindir = `pg_config --bindir`;
+chomp $bindir;
+my $run = "$bindir/pg_cache_ext_run";
+
+my ($node, $s) = stock_node('external',
+	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'autovacuum' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+my $datadir = $node->data_dir;
+
+# hot: ~48 MB with an index for the OLTP; big: ~260 MB, beyond the cgroup
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE hot AS SELECT g, repeat('h', 200) AS pad FROM generate_series(1, 200000) g;
+	CREATE INDEX hot_g ON hot (g);
+	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 1100000) g;
+	VACUUM FREEZE hot; VACUUM FREEZE big; CHECKPOINT;
+});
+my $du = `du -sb $datadir`;
+my ($datadir_bytes) = $du =~ /^(\d+)/;
+cmp_ok($datadir_bytes, '>', $limit, "the data directory ($datadir_bytes bytes) is larger than the cgroup");
+
+my $cgname = "external-$$";
+my ($ok, $cg) = root('cgroup-create', $cgname, $limit);
+ok($ok, 'memory cgroup created') or BAIL_OUT('no memory cgroup');
+my $postmaster = (split /\n/, slurp_file("$datadir/postmaster.pid"))[0];
+root('cgroup-move', $cgname, $postmaster, split ' ', `pgrep -P $postmaster`);
+
+sub cached_fraction
+{
+	my ($rel) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('$rel')");
+}
+
+sub external_rows
+{
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(command, ',' ORDER BY pid) FROM cache_ext_scans() WHERE reason = 'external'");
+}
+
+# Start @cmd in the cluster's cgroup (a backup on the database host shares
+# its memory): a shell waits on stdin until it has been moved there.
+sub start_in_cgroup
+{
+	my @cmd = @_;
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start([ 'sh', '-c', 'read go; exec "$@"', 'sh', @cmd ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	root('cgroup-move', $cgname, $h->{KIDS}[0]{PID});
+	$in = "go\n";
+	$h->pump while length $in;
+	return ($h, \$out, \$err);
+}
+
+# The tar is a grandchild: wrapper -> sh -> sh -> (tar | cat).  GNU tar
+# reads nothing when its archive is /dev/null, hence the pipe.
+my @tar = ('sh', '-c', "sh -c 'tar -cf - -C $datadir . 2>/dev/null | cat > /dev/null'");
+
+# Start cold, read the hot table once (not marked), then the OLTP: pgbench
+# point SELECTs on it at a modest rate, beside the tar, until the tar ends.
+sub round_with
+{
+	my ($label, @cmd) = @_;
+	root('drop-caches');
+	$node->safe_psql('postgres', q{SET pg_cache_ext.scan = off;
+		SELECT length(pg_read_binary_file(pg_relation_filepath('hot')))});
+	cmp_ok(cached_fraction('hot'), '>=', 0.99, "$label: hot table cached before");
+	my $script = $node->basedir . '/oltp.sql';
+	PostgreSQL::Test::Utils::append_to_file($script,
+		"\\set id random(1, 200000)\nSELECT pad FROM hot WHERE g = :id;\n") unless -e $script;
+	my $oltp = IPC::Run::start([ "$bindir/pgbench", '-n', '-c', '1', '-R', '100', '-T', '600',
+		'-f', $script, '-h', $node->host, '-p', $node->port, 'postgres' ],
+		'>', \my $oltp_out, '2>', \my $oltp_err);
+	my ($h, $out, $err) = start_in_cgroup(@cmd);
+	my $seen = '';
+	while ($h->pumpable)
+	{
+		my $rows = external_rows();
+		$seen = $rows if length($rows) > length($seen);
+		usleep(100_000);
+		$h->pump_nb;
+	}
+	$h->finish;
+	$oltp->kill_kill;
+	note("$label: exit $?, stderr: $$err") if $$err ne '';
+	usleep(500_000);
+	return (cached_fraction('hot'), $seen);
+}
+
+my ($hot, $seen) = round_with('tar with pg_cache_ext_run', $run, '-D', $datadir, '--', @tar);
+cmp_ok($hot, '>=', 0.95, "with the wrapper the hot table stays cached ($hot)");
+like($seen, qr/(^|,)tar(,|$)/, "the grandchild tar was marked (cache_ext_scans showed: $seen)");
+like($seen, qr/pg_cache_ext_r/, 'and the wrapper itself');
+is(external_rows(), '', 'no external mark is left once the command ended');
+cmp_ok(stat_value($node, 'folios_added_external'), '>', 0, 'folios_added_external counts the tree');
+cmp_ok(stat_value($node, 'marks_inherited'), '>=', 4, 'the marks were handed down at fork');
+
+($hot, $seen) = round_with('tar alone', @tar);
+cmp_ok($hot, '<', 0.95, "without the wrapper the same tar pushes the hot table out ($hot)");
+is($seen, '', 'and nothing was marked');
+
+# ---- the wrapper killed by SIGKILL: the worker drops its tree's marks ----
+my $sleeper = IPC::Run::start([ $run, '-D', $datadir, '--', 'sh', '-c', 'sleep 60 & wait' ]);
+ok(wait_until(sub { external_rows() =~ /sleep/ }, 5), 'a tree is marked down to its sleep');
+my @tree = split /\n/, $node->safe_psql('postgres',
+	"SELECT pid FROM cache_ext_scans() WHERE reason = 'external' AND command <> 'pg_cache_ext_r'");
+kill 'KILL', $sleeper->{KIDS}[0]{PID};
+ok(wait_until(sub { external_rows() eq '' }, 5),
+	'after the wrapper is SIGKILLed the worker drops the marks of its tree');
+kill 'KILL', @tree;
+$sleeper->finish;
+
+# ---- pages outside the data directory: tracked, never dropped ----
+my $outside = tempdir(CLEANUP => 1) . '/outside';
+system("dd if=/dev/urandom of=$outside bs=1M count=48 status=none") == 0 or die 'dd';
+root('drop-caches');
+IPC::Run::run([ $run, '-D', $datadir, '--', 'cat', $outside ], '>', '/dev/null');
+usleep(1_000_000);
+my $fincore = `fincore -b -n -o RES $outside`;
+my ($res) = $fincore =~ /(\d+)/;
+cmp_ok($res, '>=', 47 * 1024 * 1024,
+	"a 48 MB file outside the data directory read by a wrapped command stays cached ($res bytes; budget ${budget_mb} MB)");
+
+# ---- bad input: clear errors, status 125 ----
+my ($o, $e);
+IPC::Run::run([ $run, '--', 'true' ], '>', \$o, '2>', \$e, init => sub { delete $ENV{PGDATA} });
+like($e, qr/no data directory/, 'no -D: a clear error');
+IPC::Run::run([ $run, '-D', '/nonexistent', '--', 'true' ], '>', \$o, '2>', \$e);
+like($e, qr/nonexistent/, 'a bad -D: a clear error');
+is($? >> 8, 125, 'with status 125');
+IPC::Run::run([ $run, '-D', $datadir, '--bpffs-dir', '/sys/fs/bpf/', '--', 'true' ], '>', \$o, '2>', \$e);
+like($e, qr/trailing slash/, 'a bpffs dir out of normal form is refused with the path rule');
+IPC::Run::run([ $run, '-D', $datadir, '--', 'sh', '-c', 'exit 7' ], '>', \$o, '2>', \$e);
+is($? >> 8, 7, "the command's exit status is the wrapper's");
+is($e, '', 'and nothing is said when all is well');
+
+my $log = slurp_file($node->logfile);
+unlike($log, qr/PANIC|server process .* terminated/, 'no crash in the server log');
+$node->stop;
+root('cgroup-destroy', $cgname);
+unload_bpf($node);
+done_testing();
