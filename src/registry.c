@@ -234,13 +234,14 @@ typedef struct StaleMarks
 /*
  * An external mark (pg_cache_ext_run's tree) has no slot: it lives as long
  * as the tree's root, the wrapper, which removes the tree's marks when it
- * ends.  A root that is gone (killed by SIGKILL) leaves them to us.
+ * ends.  A root that is gone (killed by SIGKILL), or dead and not yet
+ * reaped, leaves them to us.
  */
 static bool
 external_root_gone(const struct pce_scan_mark *mark)
 {
 	return mark->root_pid == 0 || mark->root_start_ticks == 0 ||
-		pce_proc_start_ticks((int) mark->root_pid) != mark->root_start_ticks;
+		pce_proc_stat_start_ticks((int) mark->root_pid, 1) != mark->root_start_ticks;
 }
 
 static bool

@@ -30,10 +30,12 @@ my ($node, $s) = stock_node('external',
 	'max_parallel_workers_per_gather' => 0);
 my $datadir = $node->data_dir;
 
-# hot: ~48 MB with an index for the OLTP; big: ~260 MB, beyond the cgroup
+# hot: ~86 MB with an 8 MB index for the OLTP, over half of the cgroup, so
+# that the kernel's active list cannot keep it (the tar reads the hot table
+# too, which activates its pages); big: ~260 MB, beyond the cgroup
 $node->safe_psql('postgres', q{
 	SET pg_cache_ext.scan = off;
-	CREATE TABLE hot AS SELECT g, repeat('h', 200) AS pad FROM generate_series(1, 200000) g;
+	CREATE TABLE hot AS SELECT g, repeat('h', 200) AS pad FROM generate_series(1, 360000) g;
 	CREATE INDEX hot_g ON hot (g);
 	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 1100000) g;
 	VACUUM FREEZE hot; VACUUM FREEZE big; CHECKPOINT;
@@ -90,7 +92,7 @@ sub round_with
 	cmp_ok(cached_fraction('hot'), '>=', 0.99, "$label: hot table cached before");
 	my $script = $node->basedir . '/oltp.sql';
 	PostgreSQL::Test::Utils::append_to_file($script,
-		"\\set id random(1, 200000)\nSELECT pad FROM hot WHERE g = :id;\n") unless -e $script;
+		"\\set id random(1, 360000)\nSELECT pad FROM hot WHERE g = :id;\n") unless -e $script;
 	my $oltp = IPC::Run::start([ "$bindir/pgbench", '-n', '-c', '1', '-R', '100', '-T', '600',
 		'-f', $script, '-h', $node->host, '-p', $node->port, 'postgres' ],
 		'>', \my $oltp_out, '2>', \my $oltp_err);
