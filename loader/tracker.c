@@ -45,13 +45,6 @@ pin_link_replacing(const struct pce_pins *pins, struct bpf_link *link, const cha
 		pce_fail("cannot rename \"%s/%s\" to \"%s\": %s", pins->shown, tmp_name, name, strerror(errno));
 }
 
-static void
-unpin(const struct pce_pins *pins, const char *name)
-{
-	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
-		pce_fail("cannot remove \"%s/%s\": %s", pins->shown, name, strerror(errno));
-}
-
 /* Knobs get defaults only the first time; later the module owns them. */
 static void
 init_knobs(struct bpf_map *map)
@@ -65,6 +58,13 @@ init_knobs(struct bpf_map *map)
 	pce_knobs_defaults(&k);
 	if (bpf_map_update_elem(fd, &key, &k, BPF_ANY) != 0)
 		pce_fail("cannot initialise knobs: %s", strerror(errno));
+}
+
+static void
+unpin(const struct pce_pins *pins, const char *name)
+{
+	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
+		pce_fail("cannot remove \"%s/%s\": %s", pins->shown, name, strerror(errno));
 }
 
 /*
@@ -100,13 +100,21 @@ check_pinned_layout(const struct pce_pins *pins)
  * in place when the policy replaces the other tracker links.
  */
 static void
-install_fork_link(const struct pce_pins *pins, struct tracker_bpf *skel)
+install_fork_link(const struct pce_pins *pins, struct tracker_bpf *skel, bool can_fork)
 {
-	struct bpf_link *fork_link = bpf_program__attach(skel->progs.on_process_fork);
+	struct bpf_link *fork_link = NULL;
 
-	if (!fork_link)
-		pce_fail("cannot attach tp_btf/sched_process_fork: %s", strerror(errno));
-	pin_link_replacing(pins, fork_link, PCE_PIN_TRACKER_FORK_LINK);
+	if (can_fork)
+		fork_link = bpf_program__attach(skel->progs.on_process_fork);
+	if (fork_link)
+	{
+		pin_link_replacing(pins, fork_link, PCE_PIN_TRACKER_FORK_LINK);
+		return;
+	}
+	/* optional, as promotion: the rest works, pg_cache_ext_run says why not */
+	pce_info("process trees of pg_cache_ext_run will not be marked: %s",
+			 can_fork ? "cannot attach tp_btf/sched_process_fork" : "the kernel has no sched_process_fork tracepoint");
+	unpin(pins, PCE_PIN_TRACKER_FORK_LINK);
 }
 
 /*
@@ -125,6 +133,7 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 	struct bpf_link *remove_link;
 	struct bpf_link *activate_link = NULL;
 	bool		can_promote;
+	bool		can_fork;
 	int			err;
 
 	promotion_missing[0] = '\0';
@@ -139,6 +148,9 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 				 "the kernel has no mm_lru_activate tracepoint");
 		bpf_program__set_autoload(skel->progs.on_folio_activated, false);
 	}
+	can_fork = libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0;
+	if (!can_fork)
+		bpf_program__set_autoload(skel->progs.on_process_fork, false);
 	err = tracker_bpf__load(skel);
 	if (err)
 		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
@@ -164,7 +176,7 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 		pin_link_replacing(pins, activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	else
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
-	install_fork_link(pins, skel);
+	install_fork_link(pins, skel, can_fork);
 	init_knobs(skel->maps.knobs);
 	return skel;
 }
