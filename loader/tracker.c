@@ -45,6 +45,13 @@ pin_link_replacing(const struct pce_pins *pins, struct bpf_link *link, const cha
 		pce_fail("cannot rename \"%s/%s\" to \"%s\": %s", pins->shown, tmp_name, name, strerror(errno));
 }
 
+static void
+unpin(const struct pce_pins *pins, const char *name)
+{
+	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
+		pce_fail("cannot remove \"%s/%s\": %s", pins->shown, name, strerror(errno));
+}
+
 /* Knobs get defaults only the first time; later the module owns them. */
 static void
 init_knobs(struct bpf_map *map)
@@ -58,13 +65,6 @@ init_knobs(struct bpf_map *map)
 	pce_knobs_defaults(&k);
 	if (bpf_map_update_elem(fd, &key, &k, BPF_ANY) != 0)
 		pce_fail("cannot initialise knobs: %s", strerror(errno));
-}
-
-static void
-unpin(const struct pce_pins *pins, const char *name)
-{
-	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
-		pce_fail("cannot remove \"%s/%s\": %s", pins->shown, name, strerror(errno));
 }
 
 /*
