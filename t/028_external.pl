@@ -62,9 +62,10 @@ sub cached_fraction
 
 # Other test runs on this machine may drop the whole page cache
 # (root-helper drop-caches) in the middle of a round, which would look like
-# an eviction.  A canary file outside the cgroup, read before the round,
-# stays cached through it unless that happened (the machine has plenty of
-# memory outside the cgroup); then the round is run again.
+# an eviction.  A canary file outside the cgroup, read again every 100 ms
+# (so that no idle-page reclaim such as a DAMON pageout scheme takes it),
+# stays cached through the round unless that happened (the machine has
+# plenty of memory outside the cgroup); then the round is run again.
 my $scratch = tempdir(CLEANUP => 1);
 my $canary = "$scratch/canary";
 system("dd if=/dev/urandom of=$canary bs=1M count=4 status=none") == 0 or die 'dd';
@@ -78,6 +79,10 @@ sub resident_percent
 
 sub canary_read { system("cat $canary > /dev/null"); }
 sub canary_intact { return resident_percent($canary) >= 100; }
+my $canary_lost = 0;
+
+# between two samples: was the canary dropped since the last read?
+sub canary_check { $canary_lost ||= !canary_intact(); canary_read(); }
 
 sub external_rows
 {
@@ -115,8 +120,10 @@ sub round_with
 	my ($label, @cmd) = @_;
 	for my $try (1 .. 3)
 	{
+		$canary_lost = 0;
 		my @result = round_once($label, @cmd);
-		return @result if canary_intact();
+		canary_check();
+		return @result if !$canary_lost;
 		note("$label: the page cache was dropped by another process during the round: again");
 	}
 	BAIL_OUT('the page cache was dropped by another process in three rounds running');
@@ -147,6 +154,7 @@ sub round_once
 		my $rows = external_rows();
 		$seen = $rows if length($rows) > length($seen);
 		push @trace, cached_fraction('hot') . '/' . stat_value($node, 'bytes_tracked') / 1048576;
+		canary_check();
 		usleep(100_000);
 		$h->pump_nb;
 	}
@@ -193,10 +201,15 @@ for my $try (1 .. 3)
 {
 	root('drop-caches');
 	canary_read();
+	$canary_lost = 0;
 	IPC::Run::run([ $run, '-D', $datadir, '--', 'cat', $outside ], '>', '/dev/null');
-	usleep(1_000_000);
+	canary_check();
+	usleep(500_000);
+	canary_check();
+	usleep(500_000);
 	$percent = resident_percent($outside);
-	last if canary_intact();
+	canary_check();
+	last if !$canary_lost;
 	note('the page cache was dropped by another process meanwhile: again');
 }
 cmp_ok($percent, '>=', 98,
