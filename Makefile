@@ -32,7 +32,7 @@ TAP_TESTS = 1
 PG_CPPFLAGS = -I$(srcdir)/bpf
 SHLIB_LINK = -lbpf
 
-EXTRA_CLEAN = bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(TEST_TOOLS) $(FUZZERS)
+EXTRA_CLEAN = bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(RUNNER) $(TEST_TOOLS) $(FUZZERS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -76,6 +76,11 @@ LOADER_LIBS = -lbpf -lelf -lz
 $(LOADER): $(LOADER_SRCS) $(wildcard loader/*.h) bpf/tracker.skel.h bpf/policy.skel.h $(SHARED_HEADERS) $(BPF_OBJS)
 	$(CC) $(LOADER_CFLAGS) -o $@ $(LOADER_SRCS) $(LOADER_LIBS)
 
+# pg_cache_ext_run: runs a command tree (a backup) as a scanner; no privileges
+RUNNER = runner/pg_cache_ext_run
+$(RUNNER): runner/pg_cache_ext_run.c $(SHARED_HEADERS)
+	$(CC) $(LOADER_CFLAGS) -o $@ runner/pg_cache_ext_run.c -lbpf
+
 # the lab's tools (test/lab/run-lab-test.sh builds them on demand too)
 TEST_TOOLS = test/check_policy_object test/pce_fill_map test/pce_policy_tool test/pce_mark_self
 test/pce_fill_map: test/pce_fill_map.c $(SHARED_HEADERS)
@@ -90,17 +95,18 @@ test/pce_policy_tool: test/pce_policy_tool.c $(POLICY_TOOL_SRCS) loader/policy.h
 test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
-all: $(BPF_OBJS) $(LOADER) $(TEST_TOOLS)
+all: $(BPF_OBJS) $(LOADER) $(RUNNER) $(TEST_TOOLS)
 
 $(OBJS): $(SHARED_HEADERS) src/pg_cache_ext_int.h
 
 install: install-loader
-install-loader: $(LOADER)
+install-loader: $(LOADER) $(RUNNER)
 	$(INSTALL_PROGRAM) $(LOADER) '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
+	$(INSTALL_PROGRAM) $(RUNNER) '$(DESTDIR)$(bindir)/pg_cache_ext_run'
 
 uninstall: uninstall-loader
 uninstall-loader:
-	rm -f '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
+	rm -f '$(DESTDIR)$(bindir)/pg_cache_ext_loader' '$(DESTDIR)$(bindir)/pg_cache_ext_run'
 
 .PHONY: install-loader uninstall-loader
 

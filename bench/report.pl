@@ -145,7 +145,8 @@ for my $wl (@wl_order) {
 	my $desc = $scan eq 'count2' ? "two looping count(*) scanners, ${\($P{scan_offset_s}//3)}s apart"
 		: $scan eq 'count' ? "one looping count(*) scanner"
 		: $scan eq 'vacuum' ? "looping VACUUM (DISABLE_PAGE_SKIPPING)"
-		: $scan eq 'dump' ? "looping pg_dump -t scan_t" : $scan;
+		: $scan eq 'dump' ? "looping pg_dump -t scan_t"
+		: $scan eq 'tar' ? "looping tar of the data directory's base/ outside the server (b, c: under pg_cache_ext_run)" : $scan;
 	print "\n== OLTP $dist point SELECTs + $desc ==\n";
 	my $hdr = sprintf "%-26s %8s %6s %6s %7s %7s %7s %6s %9s %7s %7s %9s %6s %8s  %s\n",
 		'config', 'TPS', 'vs a', 'vs z', 'p50 ms', 'p95 ms', 'p99 ms', 'p99/z', 'refaults', 'majflt',
@@ -261,7 +262,7 @@ if ($gp) {
 		open(my $g, '|-', "gnuplot") or next;
 		print $g "set terminal pngcairo size 1100,800 noenhanced\nset output '$png'\n" if 1;
 		my %sd = (count2 => "two looping count(*) scans", count => "one looping count(*) scan",
-			vacuum => "looping VACUUM", dump => "looping pg_dump");
+			vacuum => "looping VACUUM", dump => "looping pg_dump", tar => "a looping tar of the data directory");
 		print $g "set multiplot layout 2,1 title 'OLTP ($dist point SELECTs, $P{clients} clients) during ", $sd{$scan} // $scan,
 			": round 1, per second; hot set $P{hot_mb} MiB, cgroup $P{cgroup_limit_mb} MiB'\n";
 		print $g "set grid\nset key outside right\nset ylabel 'mean latency (ms)'\nset logscale y\n";

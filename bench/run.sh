@@ -78,7 +78,7 @@ if [ "$MODE" = short ]; then
 	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,y,z
 else
 	DUR=${DUR:-35}; WARM=${WARM:-5}; ROUNDS=${ROUNDS:-1}
-	WORKLOADS=${WORKLOADS:-"uniform:count2 zipf:count2 uniform:count uniform:vacuum uniform:dump"}
+	WORKLOADS=${WORKLOADS:-"uniform:count2 zipf:count2 uniform:count uniform:vacuum uniform:dump uniform:tar"}
 	[ -n "$CONFIGS" ] || CONFIGS=a,b,c,d,e,y,z
 fi
 SCAN_OFFSET=${SCAN_OFFSET:-3}	# seconds between the two scanners of count2
@@ -111,7 +111,7 @@ trap 'exit 130' INT TERM
 
 T0=$(date +%s)
 # ---- build and install if needed ----
-if [ ! -x "$PGBIN/pg_cache_ext_loader" ] || [ ! -f "$($PGBIN/pg_config --pkglibdir)/pg_cache_ext.so" ] ||
+if [ ! -x "$PGBIN/pg_cache_ext_loader" ] || [ ! -x "$PGBIN/pg_cache_ext_run" ] || [ ! -f "$($PGBIN/pg_config --pkglibdir)/pg_cache_ext.so" ] ||
 	[ ! -f "$($PGBIN/pg_config --pkglibdir)/pgfincore.so" ]; then
 	log "pg_cache_ext or pgfincore not installed: running scripts/setup.sh"
 	bash "$SRC/scripts/setup.sh"
@@ -220,6 +220,10 @@ scanner() {
 	local id=$1 kind=$2 cfg=$3 deadline=$4 n=0 after="" sf
 	[ "$cfg" = d ] && after="SELECT count(*) FROM pgfadvise_dontneed('scan_t');"
 	export PGAPPNAME=pce_scan$id
+	if [ "$kind" = tar ]; then
+		tar_scanner "$cfg" "$deadline"
+		return
+	fi
 	if [ "$kind" = dump ]; then
 		while [ "$(date +%s)" -lt "$deadline" ]; do
 			"$PGBIN/pg_dump" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -t scan_t -f /dev/null bench \
@@ -244,6 +248,28 @@ scanner() {
 	pgb -c 1 -T $((deadline - $(date +%s))) -D started=0 -f "$sf" 2>/dev/null |
 		awk '/^number of transactions actually processed/ { split($NF, a, "/"); print a[1] + 0; f = 1 } END { if (!f) print 0 }'
 	rm -f "$sf"
+}
+
+# The backup variant (scan kind "tar"): a reader outside the server, a tar
+# of the data directory's base/ run as postgres in the cluster's cgroups (a
+# backup on the database host shares its memory and disk), looping until
+# the deadline.  (b) and (c) wrap it in pg_cache_ext_run; (e) runs it in
+# the scan cgroup instead; (a), (d) and the rest run it as it is.  timeout
+# stops the one in flight at the deadline (the wrapper passes SIGTERM on).
+tar_scanner() {
+	local cfg=$1 deadline=$2 n=0 wrap=() cg=$MEMCG left
+	case "$cfg" in
+		b | c) wrap=("$PGBIN/pg_cache_ext_run" -D "$PGDATA" --) ;;
+		e) cg=$MEMCG_SCAN ;;
+	esac
+	sleep 1
+	while left=$((deadline - $(date +%s))) && [ "$left" -gt 0 ]; do
+		# enter the cgroups first, then become postgres (setpriv execs: no process between)
+		sh -c 'echo $$ > "$1/cgroup.procs"; [ -z "$2" ] || echo $$ > "$2/cgroup.procs"; shift 2; exec "$@"' \
+			sh "$cg" "$BLKCG" timeout "$left" setpriv --reuid postgres --regid postgres --init-groups -- \
+			"${wrap[@]}" tar -cf - -C "$PGDATA" base 2>/dev/null | cat > /dev/null && n=$((n + 1))
+	done
+	echo "$n"
 }
 
 # (e): keep moving the scanning backends into the scan cgroup

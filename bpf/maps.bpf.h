@@ -113,4 +113,48 @@ current_task_is_scan(void)
 	return task_matches_mark(mark);
 }
 
+/* The current task's mark, when it is a live mark of an external tree. */
+static __always_inline bool
+current_task_is_external(void)
+{
+	__u32		tid = (__u32) bpf_get_current_pid_tgid();
+	struct pce_scan_mark *mark = bpf_map_lookup_elem(&scan_pids, &tid);
+
+	return mark && mark->reason == PCE_REASON_EXTERNAL && task_matches_mark(mark);
+}
+
+/* A task's start time in the ticks of /proc/<pid>/stat (field 22). */
+static __always_inline __u64
+task_start_ticks(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, start_boottime) / PCE_NSEC_PER_USER_HZ_TICK;
+}
+
+/*
+ * A new task (process or thread) whose parent carries an external mark
+ * gets a copy of it, with its own start time: so a wrapped command's
+ * children, grandchildren and threads are marked from their first
+ * instruction, whenever they are started.  Marks of other reasons are not
+ * copied: what a backend forks (archive_command, COPY ... PROGRAM) is not
+ * its scan.  Runs in the parent's context (sched_process_fork), after the
+ * child's start time is set.
+ */
+static __always_inline void
+inherit_external_mark(struct task_struct *parent, struct task_struct *child)
+{
+	__u32		parent_tid = BPF_CORE_READ(parent, pid);
+	__u32		child_tid = BPF_CORE_READ(child, pid);
+	struct pce_scan_mark *mark = bpf_map_lookup_elem(&scan_pids, &parent_tid);
+	struct pce_scan_mark copy;
+
+	if (!mark || mark->reason != PCE_REASON_EXTERNAL)
+		return;
+	if (mark->proc_start_ticks != task_start_ticks(parent))
+		return;					/* a stale mark of a reused PID */
+	copy = *mark;
+	copy.proc_start_ticks = task_start_ticks(child);
+	if (bpf_map_update_elem(&scan_pids, &child_tid, &copy, BPF_ANY) == 0)
+		stat_inc(PCE_STAT_MARKS_INHERITED);
+}
+
 #endif							/* PCE_MAPS_BPF_H */

@@ -17,9 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Field 22 of /proc/<pid>/stat, or 0 if the process is gone. */
+/*
+ * Field 22 of /proc/<pid>/stat, or 0 if the process is gone; with
+ * live_only, also 0 for a process that has ended but is not yet reaped
+ * (state Z or X: a zombie keeps its PID and start time).
+ */
 static inline unsigned long long
-pce_proc_start_ticks(int pid)
+pce_proc_stat_start_ticks(int pid, int live_only)
 {
 	char		path[64];
 	char		buf[1024];
@@ -38,10 +42,19 @@ pce_proc_start_ticks(int pid)
 	buf[n] = '\0';
 	/* the command name may hold spaces and parentheses: skip to the last ')' */
 	p = strrchr(buf, ')');
+	if (live_only && p && (p[1] == '\0' || p[2] == 'Z' || p[2] == 'X'))
+		return 0;
 	/* after ')' comes field 3 (state); we want field 22 */
 	for (int field = 2; field < 22 && p; field++)
 		p = strchr(p + 1, ' ');
 	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Field 22 of /proc/<pid>/stat, or 0 if the process is gone. */
+static inline unsigned long long
+pce_proc_start_ticks(int pid)
+{
+	return pce_proc_stat_start_ticks(pid, 0);
 }
 
 #endif							/* PCE_PROC_STAT_H */

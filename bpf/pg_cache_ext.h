@@ -12,7 +12,7 @@
 #ifndef PG_CACHE_EXT_H
 #define PG_CACHE_EXT_H
 
-#define PCE_ABI_VERSION			1
+#define PCE_ABI_VERSION			2	/* 2: pce_scan_mark gained the tree root */
 
 /* Names of the pins below <bpffs>/pg_cache_ext/<cluster id>/ */
 #define PCE_PIN_SCAN_PIDS		"scan_pids"
@@ -26,6 +26,7 @@
 #define PCE_PIN_TRACKER_REMOVE_LINK "tracker_remove_link"
 #define PCE_PIN_TRACKER_ACTIVATE_LINK "tracker_activate_link"
 #define PCE_PIN_POLICY_STATE	"policy_state"
+#define PCE_PIN_TRACKER_FORK_LINK "tracker_fork_link"
 
 /* Capacity of the scan-PID map: more than any max_connections we expect. */
 #define PCE_MAX_SCAN_PIDS		8192
@@ -57,7 +58,8 @@
 	X(AUTOVACUUM, "autovacuum", 0) \
 	X(BASEBACKUP, "basebackup", 0) \
 	X(SESSION, "session", 0)	/* SET pg_cache_ext.scan = on */ \
-	X(TEST, "test", 0)			/* marked by a test tool, not by PostgreSQL */
+	X(TEST, "test", 0)			/* marked by a test tool, not by PostgreSQL */ \
+	X(EXTERNAL, "external", 0)	/* a process tree outside the server: pg_cache_ext_run */
 
 #define PCE_REASON_ENUM_ENTRY(sym, name, is_command) PCE_REASON_##sym,
 enum pce_reason
@@ -83,6 +85,13 @@ enum pce_reason
  * proc_start_ticks is field 22 of /proc/<pid>/stat: the background worker
  * compares it with the live process to drop entries whose PID has died or
  * been reused.
+ *
+ * Marks of reason PCE_REASON_EXTERNAL belong to a process tree outside the
+ * server (pg_cache_ext_run and everything it starts): the tracker copies
+ * them from parent to child at every fork (threads included), each copy
+ * with the child's own start time, and each names the tree's root (the
+ * wrapper).  The worker drops every mark whose root is gone, so a wrapper
+ * killed with SIGKILL leaves nothing behind for long.
  */
 struct pce_scan_mark
 {
@@ -91,7 +100,8 @@ struct pce_scan_mark
 	__u32		reason;			/* enum pce_reason */
 	__u32		relid;			/* main relation scanned, or 0 */
 	__u32		dboid;
-	__u32		flags;			/* reserved, 0 */
+	__u32		root_pid;		/* PCE_REASON_EXTERNAL: the tree's root, else 0 */
+	__u64		root_start_ticks;	/* ... and its start time, as proc_start_ticks */
 };
 
 /*
@@ -115,7 +125,9 @@ struct pce_scan_mark
 	X(UNUSED_7, 0)	/* never counted: keeps the layout (was a read bypass, removed as unsafe) */ \
 	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */ \
 	X(FOLIOS_UNTRACKED, "folios_untracked")	/* cache_ext: folio_lists full, left to the kernel's LRU */ \
-	X(FOLIOS_LIST_REFUSED, "folios_list_refused")	/* cache_ext: the kernel refused to list it (another NUMA node) */
+	X(FOLIOS_LIST_REFUSED, "folios_list_refused")	/* cache_ext: the kernel refused to list it (another NUMA node) */ \
+	X(FOLIOS_ADDED_EXTERNAL, "folios_added_external")	/* of folios_added_scan: by an external tree */ \
+	X(MARKS_INHERITED, "marks_inherited")	/* external marks copied to a new child or thread */
 
 #define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat

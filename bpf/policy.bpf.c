@@ -449,6 +449,8 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 	enum pce_stat not_listed;
 
 	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
+	if (scan && current_task_is_external())
+		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
 	if (detach_phase() != PCE_POLICY_ACTIVE)
 		return;					/* detaching: left to the kernel's LRU */
 	/* counted once, here; a later access retries the adoption uncounted */

@@ -31,6 +31,11 @@
  *
  * Insertions by unmarked tasks cost one hash lookup and one per-CPU
  * increment; an activation costs one lookup in the scan-folio map.
+ *
+ * Readers outside the server (a backup's tar, rsync, pgBackRest) are marked
+ * by pg_cache_ext_run with reason "external"; a program on process fork
+ * hands their mark down to every child and thread they start, so the whole
+ * tree is a scanner.  A fork by an unmarked task costs one hash lookup.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -116,6 +121,8 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 		return 0;
 	}
 	stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN);
+	if (current_task_is_external())
+		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
 	/*
 	 * The record first, then the map entry: a promotion can only be sent
 	 * once the entry exists, so it always reaches the evictor after the
@@ -164,5 +171,17 @@ int BPF_PROG(on_folio_activated, struct folio *folio)
 		return 0;
 	stat_inc(PCE_STAT_FOLIOS_PROMOTED);
 	send_folio_event(folio, PCE_FOLIO_PROMOTED);
+	return 0;
+}
+
+/*
+ * A process tree outside the server (pg_cache_ext_run) is marked as a whole:
+ * every task it forks inherits its mark (inherit_external_mark).  Attached
+ * in both mechanisms, since the cache_ext policy reads the same marks.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	inherit_external_mark(parent, child);
 	return 0;
 }

@@ -430,7 +430,7 @@ do_show(void)
 	while (bpf_map_get_next_key(pids_fd, prev, &next) == 0)
 	{
 		if (bpf_map_lookup_elem(pids_fd, &next, &mark) == 0)
-			printf("pid %u reason %u relid %u\n", next, mark.reason, mark.relid);
+			printf("pid %u reason %u relid %u root %u\n", next, mark.reason, mark.relid, mark.root_pid);
 		key = next;
 		prev = &key;
 	}

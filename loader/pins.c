@@ -71,6 +71,7 @@ static const struct
 	{PCE_PIN_TRACKER_LINK, false},
 	{PCE_PIN_TRACKER_REMOVE_LINK, false},
 	{PCE_PIN_TRACKER_ACTIVATE_LINK, false},
+	{PCE_PIN_TRACKER_FORK_LINK, false},
 	{PCE_PIN_POLICY_LINK, false},
 	{PCE_PIN_POLICY_MAP, false},
 	{PCE_PIN_POLICY_STATE, false},	/* holds a detach's record of the cgroup's limits */

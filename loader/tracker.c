@@ -68,6 +68,56 @@ init_knobs(struct bpf_map *map)
 }
 
 /*
+ * The scan-PID map pinned by an earlier loader must have this loader's
+ * layout (PCE_ABI_VERSION): libbpf would refuse to reuse it with a vaguer
+ * error.  Nothing is lost by stopping here; --unload starts afresh.
+ */
+static void
+check_pinned_layout(const struct pce_pins *pins)
+{
+	struct bpf_map_info info;
+	__u32		len = sizeof(info);
+	char		path[PATH_MAX];
+	int			fd;
+
+	if (!pce_pin_exists(pins, PCE_PIN_SCAN_PIDS))
+		return;
+	fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_SCAN_PIDS, path, sizeof(path)));
+	if (fd < 0)
+		return;					/* the load below says why */
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		info.value_size != sizeof(struct pce_scan_mark))
+		pce_fail("the maps pinned in \"%s\" have another version's layout (scan marks of %u bytes, "
+				 "this loader's %zu, ABI %d): run pg_cache_ext_loader --unload for this cluster first",
+				 pins->shown, info.value_size, sizeof(struct pce_scan_mark), PCE_ABI_VERSION);
+	close(fd);
+}
+
+/*
+ * Hand external marks down to new tasks (tp_btf/sched_process_fork), in
+ * every mode: the cache_ext policy reads the same marks.  The link is left
+ * in place when the policy replaces the other tracker links.
+ */
+static void
+install_fork_link(const struct pce_pins *pins, struct tracker_bpf *skel, bool can_fork)
+{
+	struct bpf_link *fork_link = NULL;
+
+	if (can_fork)
+		fork_link = bpf_program__attach(skel->progs.on_process_fork);
+	if (fork_link)
+	{
+		pin_link_replacing(pins, fork_link, PCE_PIN_TRACKER_FORK_LINK);
+		return;
+	}
+	/* optional, as promotion: the rest works, pg_cache_ext_run says why not */
+	pce_info("process trees of pg_cache_ext_run will not be marked: %s",
+			 can_fork ? "cannot attach tp_btf/sched_process_fork" : "the kernel has no sched_process_fork tracepoint");
+	unpin(pins, PCE_PIN_TRACKER_FORK_LINK);
+}
+
+/*
  * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
  * its tracepoints and pin the links.  Promotion (the program on
  * tp_btf/mm_lru_activate) is optional: on a kernel that lacks that
@@ -83,9 +133,11 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 	struct bpf_link *remove_link;
 	struct bpf_link *activate_link = NULL;
 	bool		can_promote;
+	bool		can_fork;
 	int			err;
 
 	promotion_missing[0] = '\0';
+	check_pinned_layout(pins);
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
@@ -96,6 +148,9 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 				 "the kernel has no mm_lru_activate tracepoint");
 		bpf_program__set_autoload(skel->progs.on_folio_activated, false);
 	}
+	can_fork = libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0;
+	if (!can_fork)
+		bpf_program__set_autoload(skel->progs.on_process_fork, false);
 	err = tracker_bpf__load(skel);
 	if (err)
 		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
@@ -121,11 +176,15 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 		pin_link_replacing(pins, activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	else
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	install_fork_link(pins, skel, can_fork);
 	init_knobs(skel->maps.knobs);
 	return skel;
 }
 
-/* In cache_ext mode the policy does the tracker's work: stop the tracker. */
+/*
+ * In cache_ext mode the policy does the tracker's work: stop the tracker
+ * (but for the fork program, which the policy needs as well).
+ */
 void
 pce_unpin_tracker_links(const struct pce_pins *pins)
 {

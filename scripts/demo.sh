@@ -10,6 +10,8 @@
 #   (z) the OLTP load alone, without scans,
 # and says in plain words what the extension changed.  Extra arguments go to
 # bench/run.sh (e.g. --no-throttle).  Details: bench/out/latest/.
+# The backup variant (a tar of the data directory outside the server, under
+# pg_cache_ext_run in (b)):  WORKLOADS=uniform:tar sudo scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

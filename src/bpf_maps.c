@@ -45,6 +45,7 @@
 
 #include "pg_cache_ext_int.h"
 #include "pce_bpffs.h"
+#include "pce_pin_trust.h"
 
 typedef struct PceMap
 {
@@ -72,6 +73,7 @@ static const char *const other_pins[] = {
 	PCE_PIN_TRACKER_LINK,
 	PCE_PIN_TRACKER_REMOVE_LINK,
 	PCE_PIN_TRACKER_ACTIVATE_LINK,
+	PCE_PIN_TRACKER_FORK_LINK,
 	PCE_PIN_POLICY_LINK,
 	PCE_PIN_POLICY_MAP,
 };
@@ -172,17 +174,15 @@ server_group_name(void)
 /*
  * May we trust this pin?  Owned by root (only root can then change it), no
  * permission bits for other users, and group permissions only for the
- * server's own group.  A pin that gives its group nothing may have any
- * group: the loader pins a link as root:root 0600 before it renames it into
- * place and sets the group, and that is safe.  Sets error_reason if not.
+ * server's own group (the rule of pce_pin_trust.h, which pg_cache_ext_run
+ * shares).  Sets error_reason if not.
  */
 static bool
 pin_trusted(const char *path, const struct stat *st)
 {
 	char		want[128];
 
-	if (S_ISREG(st->st_mode) && (st->st_mode & S_IRWXO) == 0 && st->st_uid == 0 &&
-		((st->st_mode & S_IRWXG) == 0 || st->st_gid == getegid()))
+	if (pce_pin_trusted(st, getegid()))
 		return true;
 
 	snprintf(want, sizeof(want), "pins must be owned by root, group %s, mode 0660",
@@ -230,8 +230,7 @@ open_pin_dir(void)
 		close(dfd);
 		return -1;
 	}
-	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & S_IWOTH) ||
-		((st.st_mode & S_IWGRP) && st.st_gid != getegid()))
+	if (!pce_pin_dir_trusted(&st, getegid()))
 	{
 		const char *what = S_ISDIR(st.st_mode) ? "a directory" :
 			S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory";

@@ -6,7 +6,7 @@
  *	cache_ext_status()				what is in force, and why
  *	cache_ext_stats()				counters, from the BPF side and from ours
  *	cache_ext_stats_reset()			reset our counters (superuser, or granted)
- *	cache_ext_scans()				backends marked now
+ *	cache_ext_scans()				backends and outside process trees marked now
  *	cache_ext_relation_cache(rel)	how much of a relation is in the page cache
  *
  * None of these raise an error because the BPF side is missing: they
@@ -277,8 +277,66 @@ cache_ext_stats_reset(PG_FUNCTION_ARGS)
  * for rows of roles whose privileges the caller has, or to members of
  * pg_read_all_stats (pg_stat_activity's rule); NULL otherwise.  The
  * relation is named only for rows of the caller's database: an OID from
- * another database would be resolved in this one.
+ * another database would be resolved in this one.  Then the tasks of
+ * process trees outside the server (reason external), with their command.
  */
+/* What put_external_row needs: the result and whether details may be shown. */
+typedef struct ExternalRows
+{
+	ReturnSetInfo *rsinfo;
+	bool		read_all_stats;
+} ExternalRows;
+
+/* The command name of a process (/proc/<pid>/comm), or false if gone. */
+static bool
+process_command(__u32 pid, char *buf, size_t len)
+{
+	char		path[64];
+	FILE	   *f;
+	bool		ok;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	ok = fgets(buf, len, f) != NULL;
+	fclose(f);
+	if (ok)
+		buf[strcspn(buf, "\n")] = '\0';
+	return ok;
+}
+
+/*
+ * One row per task of a process tree outside the server (pg_cache_ext_run):
+ * their marks are in the kernel map only.  They have no role, so what they
+ * run and since when are details for pg_read_all_stats, like another
+ * role's backend.
+ */
+static bool
+put_external_row(__u32 pid, const struct pce_scan_mark *mark, void *arg)
+{
+	ExternalRows *rows = (ExternalRows *) arg;
+	Datum		values[7];
+	bool		nulls[7] = {0};
+	char		command[64];
+
+	if (mark->reason != PCE_REASON_EXTERNAL || !process_command(pid, command, sizeof(command)))
+		return true;
+	values[0] = Int32GetDatum((int32) pid);
+	values[1] = CStringGetTextDatum(pce_reason_names[PCE_REASON_EXTERNAL]);
+	nulls[2] = nulls[3] = true;
+	if (rows->read_all_stats)
+	{
+		values[4] = TimestampTzGetDatum((TimestampTz) mark->marked_at_us);
+		values[5] = BoolGetDatum(true);
+		values[6] = CStringGetTextDatum(command);
+	}
+	else
+		nulls[4] = nulls[5] = nulls[6] = true;
+	tuplestore_putvalues(rows->rsinfo->setResult, rows->rsinfo->setDesc, values, nulls);
+	return true;
+}
+
 Datum
 cache_ext_scans(PG_FUNCTION_ARGS)
 {
@@ -286,6 +344,7 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 	PceScanSlot *copy;
 	int			nslots;
 	bool		read_all_stats;
+	ExternalRows external;
 
 	InitMaterializedSRF(fcinfo, 0);
 	read_all_stats = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
@@ -298,8 +357,8 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < nslots; i++)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {0};
+		Datum		values[7];
+		bool		nulls[7] = {0};
 		PceScanSlot *slot = &copy[i];
 
 		if (slot->pid == 0)
@@ -321,8 +380,12 @@ cache_ext_scans(PG_FUNCTION_ARGS)
 		}
 		else
 			nulls[2] = nulls[4] = nulls[5] = true;
+		nulls[6] = true;		/* a backend: pg_stat_activity says what it runs */
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	external.rsinfo = rsinfo;
+	external.read_all_stats = read_all_stats;
+	(void) pce_map_walk_marks(put_external_row, &external);
 	return (Datum) 0;
 }
 

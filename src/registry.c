@@ -15,6 +15,10 @@
  * any of that (SIGKILL, a crash) are removed by the background worker,
  * which compares each entry's process start time with the live process.
  *
+ * Marks of processes outside the server (reason external) are made by
+ * pg_cache_ext_run and handed down by the tracker; they have no slot and
+ * are removed by the wrapper, or here once the wrapper is gone.
+ *
  * Every mark carries the real start time of its process.  Members of the
  * pins' group can write the map too; an entry without a start time (0), or
  * with one that is not its process's, is removed by the same sweep, so
@@ -227,14 +231,29 @@ typedef struct StaleMarks
 	TimestampTz grace_start;	/* marks made after this are left alone */
 } StaleMarks;
 
+/*
+ * An external mark (pg_cache_ext_run's tree) has no slot: it lives as long
+ * as the tree's root, the wrapper, which removes the tree's marks when it
+ * ends.  A root that is gone (killed by SIGKILL), or dead and not yet
+ * reaped, leaves them to us.
+ */
+static bool
+external_root_gone(const struct pce_scan_mark *mark)
+{
+	return mark->root_pid == 0 || mark->root_start_ticks == 0 ||
+		pce_proc_stat_start_ticks((int) mark->root_pid, 1) != mark->root_start_ticks;
+}
+
 static bool
 collect_stale_mark(__u32 pid, const struct pce_scan_mark *mark, void *arg)
 {
 	StaleMarks *ctx = (StaleMarks *) arg;
+	bool		external = mark->reason == PCE_REASON_EXTERNAL;
 
 	if (mark->proc_start_ticks == 0 ||
 		pce_proc_start_ticks((int) pid) != mark->proc_start_ticks ||
-		(ctx->slots && mark->reason != PCE_REASON_TEST &&
+		(external && external_root_gone(mark)) ||
+		(ctx->slots && mark->reason != PCE_REASON_TEST && !external &&
 		 (TimestampTz) mark->marked_at_us < ctx->grace_start &&
 		 !pid_in_slots(ctx->slots, ctx->nslots, (int) pid)))
 		ctx->stale[ctx->nstale++] = pid;
@@ -245,6 +264,7 @@ collect_stale_mark(__u32 pid, const struct pce_scan_mark *mark, void *arg)
  * Remove kernel marks that nobody will remove:
  *	- the mark has no start time (0): no mark of ours lacks one;
  *	- the process is gone, or its PID now belongs to another process;
+ *	- an external mark whose tree's root (pg_cache_ext_run) is gone;
  *	- with sweep_slots (in the worker): the process lives but no slot says
  *	  it is marked, for more than a second.  That is a mark whose unmark
  *	  could not reach the map (the pins were unusable for a moment); the
