@@ -59,9 +59,13 @@ const volatile bool promote_by_read = false;
 
 /* pages per chunk of a file that a read promotes at once: 64 KiB */
 #define CHUNK_SHIFT			4
-/* chunks of the largest folio (2 MiB), and chunks one read looks at */
+/*
+ * chunks of the largest folio (2 MiB), and chunks one read looks at (32
+ * MiB: one call of filemap_get_pages() may return 31 large folios, and
+ * reports only the range asked for; PostgreSQL reads 8 KiB to 128 KiB)
+ */
 #define FOLIO_MAX_CHUNKS	32
-#define READ_MAX_CHUNKS		16
+#define READ_MAX_CHUNKS		512
 
 /* A scan's pages, as promote_by_read remembers them. */
 struct scan_chunk
