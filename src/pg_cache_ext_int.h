@@ -15,6 +15,8 @@
  *	worker.c		the background worker: stale marks, autovacuum and base
  *					backup marks, knobs, and the stock-kernel evictor
  *	evictor.c		stock-kernel evictor: scan folios kept within a budget
+ *	file_index.c	which files the evictor tracks (one rule), and finding
+ *					them by (device, inode) without walking the cluster
  *	functions.c		the SQL-callable functions
  *	cachestat.c		the cachestat() system call (page cache residency)
  *
