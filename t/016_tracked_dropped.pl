@@ -60,8 +60,8 @@ my $t0 = time;
 wait_until(sub { cached_mb('loaded') <= $budget_mb + 1 }, 60);
 my $took = time - $t0;
 note(sprintf('the table was within budget %.1f s after the scan', $took));
-cmp_ok($took, '<=', 10,
-	sprintf('after the first scan of a bulk load, the table holds <= budget + one extent within 10 s (%.1f MB)', cached_mb('loaded')))
+cmp_ok($took, '<=', 5,
+	sprintf('after the first scan of a bulk load, the table holds <= budget + one extent within 5 s (%.1f MB)', cached_mb('loaded')))
   or diag(stats_line());
 note('then: ' . stats_line());
 ok(wait_until(sub { stat_value($node, 'bytes_waiting') == 0 }, 10), 'no page is left waiting');
