@@ -49,6 +49,8 @@ mkdir -p "$DIR"
 chown postgres "$DIR"
 q() { runuser -u postgres -- "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d postgres -c "$1"; }
 now() { date +%s.%N; }
+# arithmetic on decimals (awk: bc is not everywhere)
+calc() { awk "BEGIN { print $1 }"; }
 
 runuser -u postgres -- "$PGBIN/initdb" -D "$DIR/data" -A trust >/dev/null
 cat >> "$DIR/data/postgresql.conf" <<CONF
@@ -80,7 +82,7 @@ END \$\$"
 q "CALL make_tables($((FILES / 2)))"
 db=$(q "SELECT oid FROM pg_database WHERE datname = 'postgres'")
 nfiles=$(find "$DIR/data/base/$db" -maxdepth 1 -type f -name '[1-9]*' | wc -l)
-printf 'relation files in the database directory: %d (made in %.0f s)\n' "$nfiles" "$(echo "$(now) - $t0" | bc)"
+printf 'relation files in the database directory: %d (made in %.0f s)\n' "$nfiles" "$(calc "$(now) - $t0")"
 
 t0=$(now)
 rows=$((SCAN_MB * 1024 * 1024 / 280))
@@ -89,7 +91,7 @@ q "SET pg_cache_ext.scan = off;
    CREATE TABLE sortme AS SELECT g, md5(g::text) AS h FROM generate_series(1, 1500000) g;
    VACUUM FREEZE big; VACUUM FREEZE sortme; CHECKPOINT"
 printf 'scanned table: %s (made in %.0f s)\n' "$(q "SELECT pg_size_pretty(pg_relation_size('big'))")" \
-	"$(echo "$(now) - $t0" | bc)"
+	"$(calc "$(now) - $t0")"
 
 sync
 echo 3 > /proc/sys/vm/drop_caches
@@ -112,7 +114,7 @@ sampler=$!
 
 t0=$(now)
 q "SET pg_cache_ext.scan = on; SELECT count(*) FROM big" >/dev/null
-scan_s=$(echo "$(now) - $t0" | bc)
+scan_s=$(calc "$(now) - $t0")
 sleep 1
 kill "$sampler" 2>/dev/null || true
 wait "$sampler" 2>/dev/null || true
@@ -123,10 +125,10 @@ stat() { q "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
 lost=$(( $(stat records_lost) - lost0 ))
 size=$(q "SELECT pg_relation_size('big')")
 printf '\nfiles %d, scan of %d MB in %.1f s (%.0f MB/s), %d samples\n' "$nfiles" $((size >> 20)) "$scan_s" \
-	"$(echo "$size / 1048576 / $scan_s" | bc -l)" "$(wc -l < "$DIR/samples")"
+	"$(calc "$size / 1048576 / $scan_s")" "$(wc -l < "$DIR/samples")"
 printf 'records_lost = %d\n' "$lost"
 printf 'records_read = %s, files_not_found = %s, bytes_dropped = %s\n' "$(stat records_read)" \
 	"$(stat files_not_found)" "$(stat bytes_dropped)"
 printf 'peak scan bytes cached = %.1f MB, budget = %d MB (+ one 1 MB extent)\n' \
-	"$(echo "$peak / 1048576" | bc -l)" "$BUDGET_MB"
+	"$(calc "$peak / 1048576")" "$BUDGET_MB"
 printf 'worker CPU: %s\n' "$(ps -o time= -p "$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_cache_ext worker'")" 2>/dev/null || echo '?')"
