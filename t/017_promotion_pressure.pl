@@ -7,8 +7,9 @@
 #	decided there takes the OLTP reader for the scan.  Here an unmarked
 #	backend reads half of a table a scan brought in, a little at a time, on
 #	the same CPU as a marked scan that reclaims in its own small memory
-#	cgroup; the half it read must be promoted and stay cached when the
-#	budget shrinks.
+#	cgroup; the half it read must be promoted (all of it: the activation
+#	tracepoint promoted 18.0 MB of 19.5 MB here, 92%, seen on PG 18) and
+#	stay cached when the budget shrinks.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -100,7 +101,7 @@ sub scan_read_under_pressure
 	my $promoted;
 	wait_until(sub {
 		$promoted = stat_value($node, 'bytes_promoted') - $promoted_before;
-		$promoted >= $half * 0.9;
+		$promoted >= $half * 0.99;
 	}, 3);
 	$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.scan_budget = '1MB'; SELECT pg_reload_conf()");
 	wait_until(sub { stat_value($node, 'bytes_tracked') <= $mb }, 5);
@@ -110,9 +111,9 @@ sub scan_read_under_pressure
 }
 
 my ($promoted, $cached) = scan_read_under_pressure('on');
-cmp_ok($promoted, '>=', $half * 0.9,
+cmp_ok($promoted, '>=', $half * 0.99,
 	sprintf('under pressure, the half an unmarked backend read is promoted (%.1f of %.1f MB)', $promoted / $mb, $half / $mb));
-cmp_ok($cached, '>=', $half * 0.9,
+cmp_ok($cached, '>=', $half * 0.99,
 	sprintf('and stays cached when the budget shrinks (%.1f MB)', $cached / $mb));
 
 ($promoted, $cached) = scan_read_under_pressure('off');
