@@ -55,13 +55,19 @@ note(sprintf('after the scan: %.1f MB cached, %s', cached_mb('loaded'), stats_li
 my $dirty = $node->safe_psql('postgres',
 	"SELECT round(dirty_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('loaded')");
 note("dirty right after the scan: $dirty MB");
-# the issue measured 336 MB of 345 MB still cached 10 s after such a scan
+# The issue measured 336 MB of 345 MB still cached 10 s after such a scan.
+# Bound: the budget, one extent, and shared_buffers (16 MB): with data
+# checksums (initdb's default from 18 on) a hint bit is WAL-logged, the
+# scan's ring then leaves such dirty buffers in shared_buffers, and the
+# checkpointer or bgwriter writes them later; pages they bring back are
+# not the scan's reads (issue 16).
+my $bound_mb = $budget_mb + 1 + 16;
 my $t0 = time;
-wait_until(sub { cached_mb('loaded') <= $budget_mb + 1 }, 60);
+wait_until(sub { cached_mb('loaded') <= $bound_mb }, 60);
 my $took = time - $t0;
 note(sprintf('the table was within budget %.1f s after the scan', $took));
 cmp_ok($took, '<=', 5,
-	sprintf('after the first scan of a bulk load, the table holds <= budget + one extent within 5 s (%.1f MB)', cached_mb('loaded')))
+	sprintf('after the first scan of a bulk load, the table holds <= budget + one extent + shared_buffers within 5 s (%.1f MB)', cached_mb('loaded')))
   or diag(stats_line());
 note('then: ' . stats_line());
 ok(wait_until(sub { stat_value($node, 'bytes_waiting') == 0 }, 10), 'no page is left waiting');
