@@ -88,8 +88,10 @@ t0=$(now)
 rows=$((SCAN_MB * 1024 * 1024 / 280))
 q "SET pg_cache_ext.scan = off;
    CREATE TABLE big AS SELECT g, repeat('b', 240) AS pad FROM generate_series(1, $rows) g;
-   CREATE TABLE sortme AS SELECT g, md5(g::text) AS h FROM generate_series(1, 1500000) g;
-   VACUUM FREEZE big; VACUUM FREEZE sortme; CHECKPOINT"
+   CREATE TABLE sortme AS SELECT g, md5(g::text) AS h FROM generate_series(1, 1500000) g"
+q "VACUUM FREEZE big"
+q "VACUUM FREEZE sortme"
+q "CHECKPOINT"
 printf 'scanned table: %s (made in %.0f s)\n' "$(q "SELECT pg_size_pretty(pg_relation_size('big'))")" \
 	"$(calc "$(now) - $t0")"
 
