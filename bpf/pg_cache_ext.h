@@ -202,7 +202,9 @@ struct pce_folio_event
 	__u64		index;			/* first page index of the folio */
 	__u32		dev;
 	__u32		nr_pages;
-	__u32		reserved;		/* 0 (was the PID, never read) */
+	__u32		generation;		/* the inode's i_generation, which changes when
+								 * its number is reused (0 from a tracker that
+								 * does not record it) */
 	__u32		kind;			/* enum pce_folio_event_kind */
 };
 

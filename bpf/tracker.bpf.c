@@ -18,16 +18,26 @@
  *
  * The other way round, a page a scan brought in may be exactly what the
  * OLTP load needs next (an analytical query over the table the OLTP load
- * uses).  The tracker remembers the scan's folios by address.  The scan's
- * own read marks such a folio referenced; when somebody touches it again,
- * the kernel activates it (mm_lru_activate: the kernel's own "this page is
- * in use" signal).  Unless the task at hand is itself scanning, the tracker
- * then sends a promotion record, and the evictor leaves those pages to the
- * kernel's LRU, as the cache_ext policy moves such a folio to its main
- * list.  pg_cache_ext.promote_on_access switches this off.  (fentry on
- * folio_mark_accessed would see every touch, but fentry is refused on the
- * kernels this runs on; and with MGLRU the kernel activates nothing, so
- * there nothing is promoted.)
+ * uses).  The tracker remembers the scan's pages, and when a task that is
+ * not itself scanning reads one of them, it sends a promotion record: the
+ * evictor leaves those pages to the kernel's LRU, as the cache_ext policy
+ * moves such a folio to its main list.  pg_cache_ext.promote_on_access
+ * switches this off.
+ *
+ * Who read the page must be seen where the read happens.  The
+ * mm_filemap_get_pages tracepoint (Linux 6.10+) fires in filemap_read(),
+ * in the reading task, with the page range it asked for: there the tracker
+ * remembers scan pages by (mapping, 64 KiB chunk) and promotes a chunk
+ * read by an unmarked task.  The kernel's own "in use" signal,
+ * mm_lru_activate, cannot say who: folio_mark_accessed() queues the
+ * activation in a per-CPU batch, and the tracepoint fires when somebody
+ * drains it, often a scan in direct reclaim (then the OLTP touch is
+ * ignored); a folio still in the per-CPU add batch is activated by
+ * __lru_cache_activate_folio() without any tracepoint; and with MGLRU
+ * nothing is activated at all.  It is used only on kernels without
+ * mm_filemap_get_pages (the loader sets promote_by_read), keyed by folio
+ * address.  (fentry on folio_mark_accessed would see every touch, but
+ * fentry is refused on the kernels this runs on.)
  *
  * Insertions by unmarked tasks cost one hash lookup and one per-CPU
  * increment; an activation costs one lookup in the scan-folio map.
@@ -46,6 +56,29 @@
 
 char		LICENSE[] SEC("license") = "GPL";
 
+/*
+ * Set by the loader before loading: promote on reads (mm_filemap_get_pages)
+ * rather than on activations (mm_lru_activate).
+ */
+const volatile bool promote_by_read = false;
+
+/* pages per chunk of a file that a read promotes at once: 64 KiB */
+#define CHUNK_SHIFT			4
+/*
+ * chunks of the largest folio (2 MiB), and chunks one read looks at (32
+ * MiB: one call of filemap_get_pages() may return 31 large folios, and
+ * reports only the range asked for; PostgreSQL reads 8 KiB to 128 KiB)
+ */
+#define FOLIO_MAX_CHUNKS	32
+#define READ_MAX_CHUNKS		512
+
+/* A scan's pages, as promote_by_read remembers them. */
+struct scan_chunk
+{
+	__u64		mapping;		/* struct address_space * of the file */
+	__u64		chunk;			/* page index >> CHUNK_SHIFT */
+};
+
 /* Folios inserted by scan PIDs, for the evictor in user space. */
 struct
 {
@@ -55,16 +88,17 @@ struct
 }			folio_events SEC(".maps");
 
 /*
- * Folios that scans brought in and that are still cached, by address.  Not
- * pinned: it lives as long as the tracker's programs, so after a loader
- * rerun the folios recorded before can still be dropped but no longer
- * promoted.
+ * Folios that scans brought in and that are still cached: by address
+ * (promotion on activation), or by chunk (struct scan_chunk, promotion on
+ * read; the map holds both layouts' keys as 16 bytes).  Not pinned: it
+ * lives as long as the tracker's programs, so after a loader rerun the
+ * folios recorded before can still be dropped but no longer promoted.
  */
 struct
 {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, PCE_MAX_SCAN_FOLIOS);
-	__type(key, __u64);
+	__type(key, struct scan_chunk);
 	__type(value, __u8);
 }			scan_folios SEC(".maps");
 
@@ -88,7 +122,8 @@ folio_pages(struct folio *folio)
 }
 
 static __always_inline void
-send_folio_event(struct folio *folio, enum pce_folio_event_kind kind)
+send_event(struct address_space *mapping, __u64 index, __u32 nr_pages,
+		   enum pce_folio_event_kind kind)
 {
 	struct pce_folio_event *ev;
 	struct inode *host;
@@ -99,20 +134,49 @@ send_folio_event(struct folio *folio, enum pce_folio_event_kind kind)
 		stat_inc(PCE_STAT_RECORDS_LOST);
 		return;
 	}
-	host = BPF_CORE_READ(folio, mapping, host);
+	host = BPF_CORE_READ(mapping, host);
 	ev->ino = BPF_CORE_READ(host, i_ino);
 	ev->dev = BPF_CORE_READ(host, i_sb, s_dev);
-	ev->index = BPF_CORE_READ(folio, index);
-	ev->nr_pages = folio_pages(folio);
-	ev->reserved = 0;
+	ev->generation = BPF_CORE_READ(host, i_generation);
+	ev->index = index;
+	ev->nr_pages = nr_pages;
 	ev->kind = kind;
 	bpf_ringbuf_submit(ev, 0);
+}
+
+/* The key of a folio by address (promotion on activation). */
+static __always_inline struct scan_chunk
+folio_key(struct folio *folio)
+{
+	struct scan_chunk key = {.mapping = 0, .chunk = (__u64) folio};
+
+	return key;
+}
+
+/* Remember (or, with forget, let go of) the chunks a scan folio covers. */
+static __always_inline void
+remember_chunks(struct folio *folio, bool forget)
+{
+	struct scan_chunk key = {.mapping = (__u64) BPF_CORE_READ(folio, mapping)};
+	__u64		first = BPF_CORE_READ(folio, index);
+	__u64		last = (first + folio_pages(folio) - 1) >> CHUNK_SHIFT;
+	__u8		one = 1;
+
+	first >>= CHUNK_SHIFT;
+	for (int i = 0; i < FOLIO_MAX_CHUNKS && first + i <= last; i++)
+	{
+		key.chunk = first + i;
+		if (!forget)
+			bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
+		else if (bpf_map_lookup_elem(&scan_folios, &key))
+			bpf_map_delete_elem(&scan_folios, &key);
+	}
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(on_page_cache_add, struct folio *folio)
 {
-	__u64		key = (__u64) folio;
+	struct scan_chunk key = folio_key(folio);
 	__u8		one = 1;
 
 	if (!current_task_is_scan())
@@ -128,19 +192,25 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 	 * once the entry exists, so it always reaches the evictor after the
 	 * record it refers to.
 	 */
-	send_folio_event(folio, PCE_FOLIO_ADDED);
-	bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
+	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index),
+			   folio_pages(folio), PCE_FOLIO_ADDED);
+	if (promote_by_read)
+		remember_chunks(folio, false);
+	else
+		bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
 	return 0;
 }
 
 SEC("tp_btf/mm_filemap_delete_from_page_cache")
 int BPF_PROG(on_page_cache_delete, struct folio *folio)
 {
-	__u64		key = (__u64) folio;
+	struct scan_chunk key = folio_key(folio);
 
 	stat_inc(PCE_STAT_FOLIOS_REMOVED);
-	/* the folio's memory may be reused for another file: forget it */
-	if (bpf_map_lookup_elem(&scan_folios, &key))
+	/* the folio's memory (or chunk) may be reused for another file: forget it */
+	if (promote_by_read)
+		remember_chunks(folio, true);
+	else if (bpf_map_lookup_elem(&scan_folios, &key))
 		bpf_map_delete_elem(&scan_folios, &key);
 	return 0;
 }
@@ -153,13 +223,40 @@ promotion_enabled(void)
 }
 
 /*
- * Activation is batched per CPU, so the task at hand is the one that
- * filled the batch: nearly always the one that touched the folio.
+ * A task reads pages index..last of mapping (filemap_read, in the reading
+ * task): the scan chunks among them that an unmarked task reads are
+ * promoted, each once (whoever deletes the entry sends).
+ */
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+	struct scan_chunk key = {.mapping = (__u64) mapping};
+	__u64		first = index >> CHUNK_SHIFT;
+
+	if (!promotion_enabled() || current_task_is_scan())
+		return 0;
+	for (int i = 0; i < READ_MAX_CHUNKS && first + i <= (last >> CHUNK_SHIFT); i++)
+	{
+		key.chunk = first + i;
+		if (!bpf_map_lookup_elem(&scan_folios, &key))
+			continue;
+		if (bpf_map_delete_elem(&scan_folios, &key) != 0)
+			continue;
+		stat_inc(PCE_STAT_FOLIOS_PROMOTED);
+		send_event(mapping, key.chunk << CHUNK_SHIFT, 1 << CHUNK_SHIFT, PCE_FOLIO_PROMOTED);
+	}
+	return 0;
+}
+
+/*
+ * Kernels without mm_filemap_get_pages: activation is batched per CPU, so
+ * the task at hand is the one that drained the batch, not always the one
+ * that touched the folio (see the top of this file).
  */
 SEC("tp_btf/mm_lru_activate")
 int BPF_PROG(on_folio_activated, struct folio *folio)
 {
-	__u64		key = (__u64) folio;
+	struct scan_chunk key = folio_key(folio);
 
 	/* the common case, a folio no scan brought in, ends here */
 	if (!bpf_map_lookup_elem(&scan_folios, &key))
@@ -170,7 +267,8 @@ int BPF_PROG(on_folio_activated, struct folio *folio)
 	if (bpf_map_delete_elem(&scan_folios, &key) != 0)
 		return 0;
 	stat_inc(PCE_STAT_FOLIOS_PROMOTED);
-	send_folio_event(folio, PCE_FOLIO_PROMOTED);
+	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index),
+			   folio_pages(folio), PCE_FOLIO_PROMOTED);
 	return 0;
 }
 

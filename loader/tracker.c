@@ -118,11 +118,38 @@ install_fork_link(const struct pce_pins *pins, struct tracker_bpf *skel, bool ca
 }
 
 /*
+ * Which promotion program this kernel takes: the read tracepoint
+ * (mm_filemap_get_pages, Linux 6.10+, which sees the reading task), else
+ * the activation tracepoint (whose task is whoever drained the per-CPU
+ * batch); NULL, with the reason, when neither exists.  The other program
+ * is not loaded.
+ */
+static struct bpf_program *
+choose_promotion(struct tracker_bpf *skel, const char **tracepoint,
+				 char *promotion_missing, size_t missinglen)
+{
+	bool		by_read = libbpf_find_vmlinux_btf_id("mm_filemap_get_pages", BPF_TRACE_RAW_TP) > 0;
+	bool		by_activation = libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
+
+	skel->rodata->promote_by_read = by_read;
+	bpf_program__set_autoload(skel->progs.on_file_read, by_read);
+	bpf_program__set_autoload(skel->progs.on_folio_activated, !by_read && by_activation);
+	*tracepoint = by_read ? "mm_filemap_get_pages" : "mm_lru_activate";
+	if (by_read)
+		return skel->progs.on_file_read;
+	if (by_activation)
+		return skel->progs.on_folio_activated;
+	snprintf(promotion_missing, missinglen,
+			 "the kernel has neither the mm_filemap_get_pages nor the mm_lru_activate tracepoint");
+	return NULL;
+}
+
+/*
  * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
- * its tracepoints and pin the links.  Promotion (the program on
- * tp_btf/mm_lru_activate) is optional: on a kernel that lacks that
- * tracepoint, or refuses the attachment, the tracker runs without it and
- * the loader says so.
+ * its tracepoints and pin the links.  Promotion (see choose_promotion) is
+ * optional: on a kernel that lacks both tracepoints, or refuses the
+ * attachment, the tracker runs without it and the loader says so.  Its
+ * link is pinned as tracker_activate_link whichever program it is.
  */
 struct tracker_bpf *
 pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t missinglen)
@@ -131,8 +158,9 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 	struct tracker_bpf *skel;
 	struct bpf_link *add_link;
 	struct bpf_link *remove_link;
-	struct bpf_link *activate_link = NULL;
-	bool		can_promote;
+	struct bpf_link *promote_link = NULL;
+	struct bpf_program *promote_prog;
+	const char *promote_tp;
 	bool		can_fork;
 	int			err;
 
@@ -141,13 +169,7 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
-	can_promote = libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
-	if (!can_promote)
-	{
-		snprintf(promotion_missing, missinglen,
-				 "the kernel has no mm_lru_activate tracepoint");
-		bpf_program__set_autoload(skel->progs.on_folio_activated, false);
-	}
+	promote_prog = choose_promotion(skel, &promote_tp, promotion_missing, missinglen);
 	can_fork = libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0;
 	if (!can_fork)
 		bpf_program__set_autoload(skel->progs.on_process_fork, false);
@@ -161,19 +183,19 @@ pce_install_tracker(const struct pce_pins *pins, char *promotion_missing, size_t
 	remove_link = bpf_program__attach(skel->progs.on_page_cache_delete);
 	if (!remove_link)
 		pce_fail("cannot attach tp_btf/mm_filemap_delete_from_page_cache: %s", strerror(errno));
-	if (can_promote)
+	if (promote_prog)
 	{
-		activate_link = bpf_program__attach(skel->progs.on_folio_activated);
-		if (!activate_link)
+		promote_link = bpf_program__attach(promote_prog);
+		if (!promote_link)
 			snprintf(promotion_missing, missinglen,
-					 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
+					 "cannot attach tp_btf/%s: %s", promote_tp, strerror(errno));
 	}
 	if (promotion_missing[0])
 		pce_info("scan pages will not be promoted: %s", promotion_missing);
 	pin_link_replacing(pins, add_link, PCE_PIN_TRACKER_LINK);
 	pin_link_replacing(pins, remove_link, PCE_PIN_TRACKER_REMOVE_LINK);
-	if (activate_link)
-		pin_link_replacing(pins, activate_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	if (promote_link)
+		pin_link_replacing(pins, promote_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	else
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	install_fork_link(pins, skel, can_fork);

@@ -37,19 +37,20 @@ struct pce_cachestat
 
 /*
  * cachestat(2) on len bytes of fd from off (len 0: to the end of the file):
- * how many of those pages are cached, how many dirty.  False where the
- * kernel lacks the call (before 6.5).
+ * how many of those pages are cached, dirty, under writeback.  False where
+ * the kernel lacks the call (before 6.5).
  */
 bool
-pce_cachestat(int fd, uint64 off, uint64 len, uint64 *nr_cache, uint64 *nr_dirty)
+pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
 {
 	struct pce_cachestat_range range = {off, len};
 	struct pce_cachestat cs;
 
 	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
 		return false;
-	*nr_cache = cs.nr_cache;
-	*nr_dirty = cs.nr_dirty;
+	out->cached = cs.nr_cache;
+	out->dirty = cs.nr_dirty;
+	out->writeback = cs.nr_writeback;
 	return true;
 }
 
@@ -60,14 +61,13 @@ pce_cachestat(int fd, uint64 off, uint64 len, uint64 *nr_cache, uint64 *nr_dirty
 bool
 pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)
 {
-	uint64		nr_cache,
-				nr_dirty;
+	PceCacheStat cs;
 	long		pagesz = sysconf(_SC_PAGESIZE);
 
-	if (pce_cachestat(fd, 0, 0, &nr_cache, &nr_dirty))
+	if (pce_cachestat(fd, 0, 0, &cs))
 	{
-		*cached += nr_cache * pagesz;
-		*dirty += nr_dirty * pagesz;
+		*cached += cs.cached * pagesz;
+		*dirty += cs.dirty * pagesz;
 		*method = "cachestat";
 		return true;
 	}

@@ -11,32 +11,37 @@
  * add up to more than pg_cache_ext.scan_budget, or are older than
  * pg_cache_ext.scan_max_age, the oldest are dropped with
  * posix_fadvise(POSIX_FADV_DONTNEED).  The kernel skips dirty pages in
- * that call (it starts their writeback instead), so nothing is lost.  It
- * also leaves folios that are in use at that moment: locked while
- * readahead reads them in, or referenced while the scan copies them out.
- * With a large readahead window (read_ahead_kb of several MB, large
- * folios) and a fast reader, the oldest extent can be the one the scan is
- * reading; its pages would stay cached, no longer tracked.  So after the
- * call we ask the kernel (cachestat) whether the extent's pages are gone,
- * and if not, keep the extent and try again at the next round (a few times
- * at most), without dropping newer extents meanwhile.
+ * that call, and starts their writeback instead: the first scan after a
+ * bulk load sets hint bits, and PostgreSQL writes those pages back, so
+ * most of its pages are dirty when they are dropped.  Such an extent waits
+ * in a list of its own (its pages still count against the budget, and as
+ * bytes_waiting) until cachestat says its writeback is over, then is
+ * dropped again.  The kernel also leaves folios that are in use at that
+ * moment: locked while readahead reads them in, or referenced while the
+ * scan copies them out.  With a large readahead window (read_ahead_kb of
+ * several MB, large folios) and a fast reader, the oldest extent can be the
+ * one the scan is reading; its pages would stay cached, no longer tracked.
+ * So after the call we ask the kernel (cachestat) whether the extent's
+ * clean pages are gone, and if not, keep the extent and try again at the
+ * next round (a few times at most), without dropping newer extents
+ * meanwhile.  bytes_dropped counts what cachestat saw leave.
  *
  * A promotion record says that a task that is not scanning has touched a
  * folio a scan brought in: those pages are marked kept in their extent, no
  * longer count against the budget, and are skipped when the extent is
  * dropped, so the OLTP load keeps what it has started to use.
  *
- * The records name a file by (device, inode).  To open it we keep a map
- * from (device, inode) to path for every file of the data directory and
- * its tablespaces, rebuilt at most once a second when a lookup misses.  A
- * file that is gone (DROP TABLE, TRUNCATE, a removed segment) took its
+ * The records name a file by (device, inode, generation).  Only relation
+ * files are tracked, and file_index.c says which those are and opens them
+ * (the one rule, and an index kept current without walking the tree on
+ * every miss); records of other files (temporary files, WAL) are ignored.
+ * A file that is gone (DROP TABLE, TRUNCATE, a removed segment) took its
  * pages with it: the extent is forgotten and counted.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -59,26 +64,28 @@
 #define EXTENT_MAX_BYTES	(1024 * 1024)
 /* ... nor beyond this many pages (the size of its bitmap of kept pages) */
 #define EXTENT_MAX_PAGES	256
-/* times an extent whose pages are still cached after a drop is retried */
+/* times an extent whose clean pages are still cached after a drop is retried */
 #define DROP_RETRIES		5
-
-typedef struct FileKey
-{
-	dev_t		dev;
-	ino_t		ino;
-} FileKey;
+/* waiting extents looked at per round, and the longest wait for a writeback */
+#define WAITING_CHECKS		64
+#define WAITING_MAX_MS		60000
+/* a waiting extent dirty again but not under writeback: start it again after */
+#define WAITING_KICK_MS		1000
 
 typedef struct Extent
 {
 	dlist_node	node;			/* in the arrival-order list of all extents */
 	dlist_node	file_node;		/* in its file's list, oldest first */
-	FileKey		file;
+	PceFileKey	file;
 	uint64		start;			/* first page */
 	uint32		npages;
 	uint32		nkept;			/* pages promoted: never dropped */
 	uint64		kept[EXTENT_MAX_PAGES / 64];	/* which ones */
 	TimestampTz born;
-	int			retries;		/* drops that left pages cached */
+	int			retries;		/* drops that left clean pages cached */
+	bool		is_waiting;		/* in the waiting list, not the arrival list */
+	TimestampTz waiting_since;	/* when a drop met its dirty pages */
+	TimestampTz kicked_at;		/* when we last started their writeback */
 } Extent;
 
 /*
@@ -87,25 +94,18 @@ typedef struct Extent
  */
 typedef struct TrackedFile
 {
-	FileKey		key;
+	PceFileKey	key;
 	dlist_head	extents;
 } TrackedFile;
-
-/* (device, inode) -> path relative to the data directory */
-typedef struct FilePath
-{
-	FileKey		key;
-	char	   *path;
-} FilePath;
 
 static MemoryContext evictor_cxt = NULL;
 static struct ring_buffer *ring = NULL;
 static int	ring_map_fd = -1;
 static dlist_head extents = DLIST_STATIC_INIT(extents);
 static HTAB *tracked_files = NULL;
-static HTAB *file_paths = NULL;
-static TimestampTz paths_built_at = 0;
+static dlist_head waiting = DLIST_STATIC_INIT(waiting);
 static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
+static uint64 waiting_pages = 0;	/* the same, of the extents in waiting */
 static uint64 tracked_extents = 0;
 static long page_size = 4096;
 
@@ -118,118 +118,21 @@ publish_gauges(void)
 	pce_shared->extents_tracked = tracked_extents;
 	pce_shared->bytes_tracked = tracked_pages * page_size;
 	LWLockRelease(pce_shared->lock);
-}
-
-/* ---- (device, inode) -> path ---- */
-
-static void
-add_dir_files(const char *reldir, int depth)
-{
-	char		dirpath[MAXPGPATH];
-	DIR		   *dir;
-	struct dirent *de;
-
-	snprintf(dirpath, sizeof(dirpath), "%s/%s", DataDir, reldir);
-	dir = opendir(dirpath);
-	if (!dir)
-		return;
-	while ((de = readdir(dir)) != NULL)
-	{
-		char		relpath[MAXPGPATH];
-		char		fullpath[MAXPGPATH];
-		struct stat st;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(relpath, sizeof(relpath), "%s/%s", reldir, de->d_name);
-		snprintf(fullpath, sizeof(fullpath), "%s/%s", DataDir, relpath);
-		/* stat, not lstat: pg_tblspc holds symlinks to the tablespaces */
-		if (stat(fullpath, &st) != 0)
-			continue;
-		if (S_ISDIR(st.st_mode))
-		{
-			if (depth > 0)
-				add_dir_files(relpath, depth - 1);
-		}
-		else if (S_ISREG(st.st_mode))
-		{
-			FileKey		key = {st.st_dev, st.st_ino};
-			FilePath   *fp;
-			bool		found;
-
-			fp = hash_search(file_paths, &key, HASH_ENTER, &found);
-			if (found)
-				pfree(fp->path);
-			fp->path = MemoryContextStrdup(evictor_cxt, relpath);
-		}
-	}
-	closedir(dir);
-}
-
-static void
-rebuild_paths(void)
-{
-	HASH_SEQ_STATUS seq;
-	FilePath   *fp;
-
-	hash_seq_init(&seq, file_paths);
-	while ((fp = hash_seq_search(&seq)) != NULL)
-	{
-		pfree(fp->path);
-		hash_search(file_paths, &fp->key, HASH_REMOVE, NULL);
-	}
-	/* base/<db>/<file>, global/<file>, pg_tblspc/<oid>/<version>/<db>/<file>, pg_wal/<segment> */
-	add_dir_files("base", 1);
-	add_dir_files("global", 0);
-	add_dir_files("pg_tblspc", 3);
-	/* WAL written by VACUUM or CREATE INDEX is scan traffic too */
-	add_dir_files("pg_wal", 0);
-	paths_built_at = GetCurrentTimestamp();
-}
-
-/* Open the file of key for reading; -1 if it is gone. */
-static int
-open_tracked_file(const FileKey *key)
-{
-	for (int attempt = 0; attempt < 2; attempt++)
-	{
-		FilePath   *fp = hash_search(file_paths, key, HASH_FIND, NULL);
-
-		if (fp)
-		{
-			char		path[MAXPGPATH];
-			struct stat st;
-			int			fd;
-
-			snprintf(path, sizeof(path), "%s/%s", DataDir, fp->path);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-			/* the inode may have been freed and reused by another file */
-			if (fd >= 0 && fstat(fd, &st) == 0 &&
-				st.st_dev == key->dev && st.st_ino == key->ino)
-				return fd;
-			if (fd >= 0)
-				close(fd);
-		}
-		if (attempt == 0 &&
-			TimestampDifferenceExceeds(paths_built_at, GetCurrentTimestamp(), 1000))
-			rebuild_paths();
-		else
-			break;
-	}
-	return -1;
+	pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_WAITING], waiting_pages * page_size);
 }
 
 /* ---- extents ---- */
 
-static FileKey
+static PceFileKey
 event_file(const struct pce_folio_event *ev)
 {
-	FileKey		key;
+	PceFileKey	key;
 
 	memset(&key, 0, sizeof(key));
 	/* the kernel's internal dev_t is major << 20 | minor */
 	key.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
 	key.ino = ev->ino;
+	key.generation = ev->generation;
 	return key;
 }
 
@@ -254,100 +157,180 @@ forget_extent(Extent *ext)
 	if (tf && dlist_is_empty(&tf->extents))
 		hash_search(tracked_files, &ext->file, HASH_REMOVE, NULL);
 	dlist_delete(&ext->node);
-	tracked_pages -= ext->npages - ext->nkept;
+	if (ext->is_waiting)
+		waiting_pages -= ext->npages - ext->nkept;
+	else
+		tracked_pages -= ext->npages - ext->nkept;
 	tracked_extents--;
 	pfree(ext);
 }
 
-/* fadvise(DONTNEED) one run of pages of ext; false on error */
-static bool
-drop_pages(int fd, const Extent *ext, uint32 first, uint32 count)
+/* A drop met dirty pages: move ext to the waiting list. */
+static void
+start_waiting(Extent *ext)
 {
-	off_t		off = (off_t) (ext->start + first) * page_size;
-	off_t		len = (off_t) count * page_size;
-
-	return posix_fadvise(fd, off, len, POSIX_FADV_DONTNEED) == 0;
+	dlist_delete(&ext->node);
+	dlist_push_tail(&waiting, &ext->node);
+	ext->is_waiting = true;
+	ext->waiting_since = ext->kicked_at = GetCurrentTimestamp();
+	tracked_pages -= ext->npages - ext->nkept;
+	waiting_pages += ext->npages - ext->nkept;
 }
 
-/*
- * How many pages of ext the page cache holds now, kept ones included; -1
- * where cachestat(2) is missing (kernels before 6.5).
- */
-static int64
-extent_cached_pages(int fd, const Extent *ext)
+/* fadvise(DONTNEED) the pages of ext that were not promoted; false on error */
+static bool
+drop_unkept_pages(int fd, const Extent *ext)
 {
-	uint64		nr_cache,
-				nr_dirty;
+	bool		ok = true;
+	uint32		page = 0;
 
-	if (!pce_cachestat(fd, ext->start * page_size, (uint64) ext->npages * page_size,
-					   &nr_cache, &nr_dirty))
-		return -1;
-	return (int64) nr_cache;
+	while (page < ext->npages)
+	{
+		uint32		run_start;
+
+		if (page_kept(ext, page))
+		{
+			page++;
+			continue;
+		}
+		run_start = page;
+		while (page < ext->npages && !page_kept(ext, page))
+			page++;
+		ok &= posix_fadvise(fd, (off_t) (ext->start + run_start) * page_size,
+							(off_t) (page - run_start) * page_size,
+							POSIX_FADV_DONTNEED) == 0;
+	}
+	return ok;
+}
+
+/* cachestat(2) of ext's pages; false where the kernel lacks it (before 6.5) */
+static bool
+extent_cache(int fd, const Extent *ext, PceCacheStat *cs)
+{
+	return pce_cachestat(fd, ext->start * page_size, (uint64) ext->npages * page_size, cs);
 }
 
 /*
  * bytes_dropped counts what left the cache: the drop's effect measured by
  * cachestat, so a retried extent is not counted twice and pages the kernel
- * skipped are not counted at all.  Without cachestat, what was asked.
+ * skipped (dirty, under writeback, in use) are not counted at all.
+ * Without cachestat, what was asked.
  */
 static void
-count_dropped(const Extent *ext, int64 cached_before, int64 cached_after)
+count_dropped(const Extent *ext, bool measured, const PceCacheStat *before,
+			  const PceCacheStat *after)
 {
 	int64		pages;
 
-	if (cached_before >= 0 && cached_after >= 0)
-		pages = Max(cached_before - cached_after, 0);
+	if (measured)
+		pages = Max((int64) before->cached - (int64) after->cached, 0);
 	else
 		pages = ext->npages - ext->nkept;
 	pce_count(PCE_USTAT_BYTES_DROPPED, pages * page_size);
 }
 
+typedef enum DropResult
+{
+	DROP_DONE,					/* dropped (or gone): forgotten */
+	DROP_WAITING,				/* dirty pages: waiting for their writeback */
+	DROP_RETRY,					/* clean pages still cached: in use right now */
+} DropResult;
+
 /*
- * Drop the pages of ext that were not promoted, and forget it; or, if some
- * are still cached (being read in or copied out right now), keep it for a
- * retry and return false.
+ * Drop the pages of ext that were not promoted, and forget it.  Pages the
+ * kernel skipped because they were dirty (a scan's hint bits, written back
+ * by PostgreSQL) are under writeback now, which fadvise started: ext then
+ * waits for it (see check_waiting).  Clean pages still cached are being
+ * read in or copied out right now: ext is kept for a retry.
  */
-static bool
+static DropResult
 drop_extent(Extent *ext)
 {
-	int			fd = open_tracked_file(&ext->file);
+	int			fd = pce_file_index_open(&ext->file);
+	PceCacheStat before,
+				after;
+	bool		measured;
+	bool		ok;
+	DropResult	result = DROP_DONE;
 
 	if (fd < 0)
-		pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
-	else
 	{
-		bool		ok = true;
-		uint32		page = 0;
-		int64		cached_before = extent_cached_pages(fd, ext);
-		int64		cached_after;
-
-		while (page < ext->npages)
-		{
-			uint32		run_start;
-
-			if (page_kept(ext, page))
-			{
-				page++;
-				continue;
-			}
-			run_start = page;
-			while (page < ext->npages && !page_kept(ext, page))
-				page++;
-			ok &= drop_pages(fd, ext, run_start, page - run_start);
-		}
-		cached_after = extent_cached_pages(fd, ext);
-		count_dropped(ext, cached_before, cached_after);
-		if (ok && ext->retries < DROP_RETRIES && cached_after > ext->nkept)
-		{
-			ext->retries++;
-			close(fd);
-			return false;
-		}
-		pce_count(ok ? PCE_USTAT_EXTENTS_DROPPED : PCE_USTAT_DROP_ERRORS, 1);
-		close(fd);
+		pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
+		forget_extent(ext);
+		return DROP_DONE;
 	}
-	forget_extent(ext);
-	return true;
+	measured = extent_cache(fd, ext, &before);
+	ok = drop_unkept_pages(fd, ext);
+	measured &= extent_cache(fd, ext, &after);
+	close(fd);
+	count_dropped(ext, measured, &before, &after);
+	if (ok && measured && after.cached > ext->nkept)
+	{
+		if (after.dirty + after.writeback > 0)
+			result = DROP_WAITING;
+		else if (ext->retries++ < DROP_RETRIES)
+			result = DROP_RETRY;
+	}
+	if (result == DROP_WAITING && !ext->is_waiting)
+		start_waiting(ext);
+	else if (result == DROP_DONE)
+	{
+		pce_count(ok ? PCE_USTAT_EXTENTS_DROPPED : PCE_USTAT_DROP_ERRORS, 1);
+		forget_extent(ext);
+	}
+	return result;
+}
+
+/*
+ * A waiting extent: drop it once its writeback is over; start the
+ * writeback again if its pages were dirtied again meanwhile.  After
+ * WAITING_MAX_MS its pages are left to the kernel.
+ */
+static void
+check_waiting_extent(Extent *ext, TimestampTz now)
+{
+	int			fd;
+	PceCacheStat cs;
+
+	if (TimestampDifferenceExceeds(ext->waiting_since, now, WAITING_MAX_MS))
+	{
+		forget_extent(ext);
+		return;
+	}
+	fd = pce_file_index_open(&ext->file);
+	if (fd < 0 || !extent_cache(fd, ext, &cs))
+	{
+		if (fd >= 0)
+			close(fd);
+		forget_extent(ext);		/* gone with its file */
+		return;
+	}
+	if (cs.writeback == 0 && cs.dirty > 0 &&
+		TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
+	{
+		(void) sync_file_range(fd, ext->start * page_size, (off_t) ext->npages * page_size,
+							   SYNC_FILE_RANGE_WRITE);
+		ext->kicked_at = now;
+	}
+	close(fd);
+	if (cs.dirty + cs.writeback == 0)
+		(void) drop_extent(ext);
+}
+
+/* Look at the oldest waiting extents (a few per round). */
+static void
+check_waiting(void)
+{
+	dlist_mutable_iter iter;
+	TimestampTz now = GetCurrentTimestamp();
+	int			checked = 0;
+
+	dlist_foreach_modify(iter, &waiting)
+	{
+		if (checked++ >= WAITING_CHECKS)
+			break;
+		check_waiting_extent(dlist_container(Extent, node, iter.cur), now);
+	}
 }
 
 /*
@@ -359,19 +342,25 @@ drop_extent(Extent *ext)
 static void
 record_folio(const struct pce_folio_event *ev)
 {
-	FileKey		key = event_file(ev);
+	PceFileKey		key = event_file(ev);
 	TrackedFile *tf;
 	bool		found;
 	Extent	   *ext;
 	uint32		max_pages = Min(EXTENT_MAX_PAGES, EXTENT_MAX_BYTES / page_size);
 
-	tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
-	if (!found)
+	tf = hash_search(tracked_files, &key, HASH_FIND, NULL);
+	if (!tf)
+	{
+		/* the one rule: only relation files are tracked (file_index.c) */
+		if (!pce_file_index_lookup(&key))
+			return;
+		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
+	}
 	else if (!dlist_is_empty(&tf->extents))
 	{
 		ext = dlist_tail_element(Extent, file_node, &tf->extents);
-		if (ext->start + ext->npages == ev->index &&
+		if (!ext->is_waiting && ext->start + ext->npages == ev->index &&
 			ext->npages + ev->nr_pages <= max_pages)
 		{
 			ext->npages += ev->nr_pages;
@@ -398,7 +387,7 @@ record_folio(const struct pce_folio_event *ev)
 static void
 promote_folio(const struct pce_folio_event *ev)
 {
-	FileKey		key = event_file(ev);
+	PceFileKey		key = event_file(ev);
 	TrackedFile *tf = hash_search(tracked_files, &key, HASH_FIND, NULL);
 	dlist_node *cur;
 	dlist_node *prev;
@@ -429,7 +418,10 @@ promote_folio(const struct pce_folio_event *ev)
 			ext->nkept++;
 		}
 		promoted += ext->nkept - kept_before;
-		tracked_pages -= ext->nkept - kept_before;
+		if (ext->is_waiting)
+			waiting_pages -= ext->nkept - kept_before;
+		else
+			tracked_pages -= ext->nkept - kept_before;
 		if (ext->nkept < ext->npages)
 			continue;
 		/* all kept: forget it, and with its file's last extent, the file */
@@ -470,14 +462,11 @@ pce_evictor_start(void)
 		evictor_cxt = AllocSetContextCreate(TopMemoryContext, "pg_cache_ext evictor",
 											ALLOCSET_DEFAULT_SIZES);
 		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(FileKey);
+		ctl.keysize = sizeof(PceFileKey);
 		ctl.entrysize = sizeof(TrackedFile);
 		ctl.hcxt = evictor_cxt;
 		tracked_files = hash_create("pg_cache_ext tracked files", 1024, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		ctl.entrysize = sizeof(FilePath);
-		file_paths = hash_create("pg_cache_ext file paths", 4096, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		page_size = sysconf(_SC_PAGESIZE);
 	}
 
@@ -492,7 +481,7 @@ pce_evictor_start(void)
 		ring_map_fd = -1;
 		return false;
 	}
-	rebuild_paths();
+	pce_file_index_init();
 	return true;
 }
 
@@ -527,21 +516,23 @@ pce_evictor_enforce(const PceSettings *settings)
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	TimestampTz now = GetCurrentTimestamp();
 
+	check_waiting();
 	while (!dlist_is_empty(&extents))
 	{
 		Extent	   *oldest = dlist_head_element(Extent, node, &extents);
 		bool		too_old = settings->scan_max_age_s > 0 &&
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
-		if (tracked_pages <= budget_pages && !too_old)
+		/* pages waiting for their writeback are still the scans' pages */
+		if (tracked_pages + waiting_pages <= budget_pages && !too_old)
 			break;
 
 		/*
-		 * Pages still cached after the drop are being read right now: stop
-		 * here rather than drop newer extents, which the reader has not
-		 * reached yet; the next round tries again.
+		 * Clean pages still cached after the drop are being read right now:
+		 * stop here rather than drop newer extents, which the reader has not
+		 * reached yet; the next round tries again.  Dirty ones wait apart.
 		 */
-		if (!drop_extent(oldest))
+		if (drop_extent(oldest) == DROP_RETRY)
 			break;
 	}
 	publish_gauges();
@@ -553,5 +544,7 @@ pce_evictor_forget_all(void)
 {
 	while (!dlist_is_empty(&extents))
 		forget_extent(dlist_head_element(Extent, node, &extents));
+	while (!dlist_is_empty(&waiting))
+		forget_extent(dlist_head_element(Extent, node, &waiting));
 	publish_gauges();
 }

@@ -139,10 +139,12 @@ promotion_note(enum pce_mechanism mech, const PceSettings *settings)
 	if (mech == PCE_MECH_CACHE_EXT)
 		return "on: the policy moves a scan folio that another task touches to its main list";
 	if (!pce_pin_present(PCE_PIN_TRACKER_ACTIVATE_LINK))
-		return "unavailable: the loader could not attach tp_btf/mm_lru_activate (see its output)";
+		return "unavailable: the loader could not attach its promotion tracepoint (see its output)";
+	if (pce_kernel_btf_has_read_tracepoint())
+		return "on: scan pages another backend reads are kept";
 	if (mglru_enabled())
 		return "on, but MGLRU is enabled: the kernel activates no folio, so none is promoted";
-	return "on: scan pages the kernel activates for another backend are kept";
+	return "on: scan pages the kernel activates for another backend are kept (kernel before 6.10: the activation may be seen in the wrong task)";
 }
 
 /*

@@ -15,6 +15,8 @@
  *	worker.c		the background worker: stale marks, autovacuum and base
  *					backup marks, knobs, and the stock-kernel evictor
  *	evictor.c		stock-kernel evictor: scan folios kept within a budget
+ *	file_index.c	which files the evictor tracks (one rule), and finding
+ *					them by (device, inode) without walking the cluster
  *	functions.c		the SQL-callable functions
  *	cachestat.c		the cachestat() system call (page cache residency)
  *
@@ -72,7 +74,9 @@ extern int	pce_scan_min_percent;
 	X(BYTES_DROPPED, "bytes_dropped") \
 	X(FILES_NOT_FOUND, "files_not_found") \
 	X(DROP_ERRORS, "drop_errors") \
-	X(BYTES_PROMOTED, "bytes_promoted")
+	X(BYTES_PROMOTED, "bytes_promoted") \
+	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages dropped while dirty, \
+										 * waiting for their writeback to end */
 
 #define PCE_USTAT_ENUM_ENTRY(sym, name) PCE_USTAT_##sym,
 typedef enum PceUstat
@@ -114,6 +118,7 @@ typedef struct PceShared
 	uint64		bytes_tracked;
 	char		worker_status[256];
 	PceKernelProbe btf_has_cache_ext;	/* see pce_kernel_btf_has_cache_ext() */
+	PceKernelProbe btf_has_read_tracepoint; /* mm_filemap_get_pages */
 	int			nslots;
 	PceScanSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } PceShared;
@@ -168,6 +173,7 @@ typedef struct PceSettings
 extern void pce_settings_snapshot(PceSettings *settings);
 extern void pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs);
 extern bool pce_kernel_btf_has_cache_ext(void);
+extern bool pce_kernel_btf_has_read_tracepoint(void);
 extern const char *pce_mode_name(int mode);
 extern const char *pce_mechanism_name(uint32 mech);
 extern enum pce_mechanism pce_current_mechanism(const PceSettings *settings, const char **why,
@@ -192,9 +198,27 @@ extern void pce_worker_register(void);
 PGDLLEXPORT void pce_worker_main(Datum arg);
 
 /* cachestat.c */
-extern bool pce_cachestat(int fd, uint64 off, uint64 len, uint64 *nr_cache, uint64 *nr_dirty);
+typedef struct PceCacheStat
+{
+	uint64		cached;			/* pages in the page cache */
+	uint64		dirty;
+	uint64		writeback;		/* being written back now */
+} PceCacheStat;
+extern bool pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *cs);
 extern bool pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty,
 							   const char **method);
+
+/* file_index.c: a file the tracker names (generation 0: not recorded) */
+typedef struct PceFileKey
+{
+	dev_t		dev;
+	ino_t		ino;
+	uint32		generation;
+} PceFileKey;
+extern bool pce_is_relation_file_name(const char *name);
+extern void pce_file_index_init(void);
+extern bool pce_file_index_lookup(const PceFileKey *key);
+extern int	pce_file_index_open(const PceFileKey *key);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

@@ -1,0 +1,435 @@
+/*-------------------------------------------------------------------------
+ *
+ * file_index.c
+ *		Which files the stock-kernel evictor tracks, and how it finds them:
+ *		an index from (device, inode) to the relation files of the cluster,
+ *		kept current without walking the whole tree on every miss.
+ *
+ * The one rule of what is tracked (pce_is_relation_file_name): the files of
+ * relations, named <relfilenode>[_fsm|_vm|_init][.<segment>], in a
+ * database's directory (base/<db>, global, pg_tblspc/<oid>/<version>/<db>).
+ * Nothing else: the temporary files of sorts and hashes (pgsql_tmp) are
+ * read back by the same query that wrote them, WAL is read by WAL senders
+ * and archivers next, and temporary relations (t<backend>_<relfilenode>)
+ * live and die with one session; the kernel's LRU is the right place for
+ * all of them.  Records of any other file are ignored.
+ *
+ * The index holds one entry per relation file.  It is built from readdir()
+ * alone (the directory entry's inode number, no stat per file), per
+ * database directory, and a directory is read again only when its mtime or
+ * ctime changed (a file was created or removed in it), or when it changed
+ * within a second of the last reading (a change in the same clock tick
+ * would not move the timestamp).  A miss therefore costs one stat per
+ * database directory, at most every REFRESH_MIN_MS, and a readdir of the
+ * directories that changed.  Keys that miss are remembered (a negative
+ * cache) until the index changes, so a temporary file's stream of records
+ * costs one hash lookup each.
+ *
+ * An inode number may be reused by another file once its file is gone.  The
+ * tracker records the inode's generation (i_generation), which changes on
+ * reuse; pce_file_index_open() checks it with FS_IOC_GETVERSION where the
+ * file system has one.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "pg_cache_ext_int.h"
+
+/* as include/uapi/linux/fs.h has it (the kernel writes an int) */
+#ifndef FS_IOC_GETVERSION
+#define FS_IOC_GETVERSION	_IOR('v', 1, long)
+#endif
+
+/* a miss looks at the directories at most this often */
+#define REFRESH_MIN_MS		100
+/* the negative cache is emptied when it grows beyond this */
+#define NEGATIVE_MAX		65536
+/* longest relation file name: 10 digits, "_init", ".", 10 digits */
+#define REL_NAME_MAX		32
+
+/* A database directory and the relation files it held at its last reading. */
+typedef struct IndexedDir
+{
+	dlist_node	node;			/* in indexed_dirs */
+	char		relpath[MAXPGPATH]; /* relative to the data directory */
+	dev_t		dev;
+	struct timespec mtime;
+	struct timespec ctime;
+	bool		reread;			/* changed near its last reading: read again */
+	bool		seen;			/* found by the latest refresh */
+	dlist_head	files;
+} IndexedDir;
+
+typedef struct InodeKey
+{
+	dev_t		dev;
+	ino_t		ino;
+} InodeKey;
+
+typedef struct IndexedFile
+{
+	InodeKey	key;
+	IndexedDir *dir;
+	dlist_node	dir_node;		/* in dir->files */
+	char		name[REL_NAME_MAX];
+} IndexedFile;
+
+typedef struct NegativeEntry
+{
+	PceFileKey	key;
+	uint64		epoch;			/* index_epoch when it missed */
+} NegativeEntry;
+
+static MemoryContext index_cxt = NULL;
+static dlist_head indexed_dirs = DLIST_STATIC_INIT(indexed_dirs);
+static HTAB *indexed_files = NULL;
+static HTAB *negative = NULL;
+static uint64 index_epoch = 1;	/* bumped whenever a directory is read */
+static TimestampTz refreshed_at = 0;
+
+/* ---- the rule ---- */
+
+static const char *
+skip_digits(const char *p)
+{
+	if (*p < '1' || *p > '9')	/* an OID: no leading zero, not empty */
+		return NULL;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return p;
+}
+
+/*
+ * The one rule of which files are scan-tracked: a relation's fork or
+ * segment, <relfilenode>[_fsm|_vm|_init][.<segment>].  Temporary files
+ * (pgsql_tmp*), temporary relations (t3_16384), WAL segments and anything
+ * else are not.
+ */
+bool
+pce_is_relation_file_name(const char *name)
+{
+	const char *p = skip_digits(name);
+
+	if (!p || strlen(name) >= REL_NAME_MAX)
+		return false;
+	if (strncmp(p, "_fsm", 4) == 0 || strncmp(p, "_init", 5) == 0)
+		p += p[1] == 'f' ? 4 : 5;
+	else if (strncmp(p, "_vm", 3) == 0)
+		p += 3;
+	if (*p == '.')
+		p = skip_digits(p + 1);
+	return p && *p == '\0';
+}
+
+/* A database's directory name: an OID. */
+static bool
+is_oid_name(const char *name)
+{
+	const char *p = skip_digits(name);
+
+	return p && *p == '\0';
+}
+
+/* ---- reading directories ---- */
+
+static void
+forget_dir_files(IndexedDir *dir)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &dir->files)
+	{
+		IndexedFile *f = dlist_container(IndexedFile, dir_node, iter.cur);
+
+		dlist_delete(&f->dir_node);
+		hash_search(indexed_files, &f->key, HASH_REMOVE, NULL);
+	}
+}
+
+static void
+read_dir(IndexedDir *dir, const struct stat *st)
+{
+	char		path[MAXPGPATH];
+	DIR		   *d;
+	struct dirent *de;
+	struct timespec now;
+
+	forget_dir_files(dir);
+	dir->dev = st->st_dev;
+	dir->mtime = st->st_mtim;
+	dir->ctime = st->st_ctim;
+	clock_gettime(CLOCK_REALTIME, &now);
+	/* changed within the last second: a later change may keep this mtime */
+	dir->reread = now.tv_sec - Max(st->st_mtim.tv_sec, st->st_ctim.tv_sec) <= 1;
+	index_epoch++;
+	snprintf(path, sizeof(path), "%s/%s", DataDir, dir->relpath);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL)
+	{
+		InodeKey	key;
+		IndexedFile *f;
+		bool		found;
+
+		if (!pce_is_relation_file_name(de->d_name))
+			continue;
+		memset(&key, 0, sizeof(key));
+		key.dev = dir->dev;
+		key.ino = de->d_ino;
+		f = hash_search(indexed_files, &key, HASH_ENTER, &found);
+		if (found)
+			dlist_delete(&f->dir_node);
+		f->dir = dir;
+		strlcpy(f->name, de->d_name, sizeof(f->name));
+		dlist_push_tail(&dir->files, &f->dir_node);
+	}
+	closedir(d);
+}
+
+static bool
+same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* A database directory: read it if it is new or changed since last time. */
+static void
+visit_db_dir(const char *relpath)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+	dlist_iter	iter;
+	IndexedDir *dir = NULL;
+
+	snprintf(path, sizeof(path), "%s/%s", DataDir, relpath);
+	/* stat, not lstat: pg_tblspc holds symlinks to the tablespaces */
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return;
+	dlist_foreach(iter, &indexed_dirs)
+	{
+		IndexedDir *d = dlist_container(IndexedDir, node, iter.cur);
+
+		if (strcmp(d->relpath, relpath) == 0)
+			dir = d;
+	}
+	if (!dir)
+	{
+		dir = MemoryContextAllocZero(index_cxt, sizeof(IndexedDir));
+		strlcpy(dir->relpath, relpath, sizeof(dir->relpath));
+		dlist_init(&dir->files);
+		dlist_push_tail(&indexed_dirs, &dir->node);
+		dir->reread = true;
+	}
+	dir->seen = true;
+	if (dir->reread || dir->dev != st.st_dev ||
+		!same_time(&dir->mtime, &st.st_mtim) || !same_time(&dir->ctime, &st.st_ctim))
+		read_dir(dir, &st);
+}
+
+/*
+ * Visit the database directories below reldir, a container of them
+ * (depth 0) or of containers (depth > 0: pg_tblspc/<oid>/<version>).
+ */
+static void
+visit_containers(const char *reldir, int depth)
+{
+	char		path[MAXPGPATH];
+	DIR		   *d;
+	struct dirent *de;
+
+	snprintf(path, sizeof(path), "%s/%s", DataDir, reldir);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL)
+	{
+		char		relpath[MAXPGPATH];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(relpath, sizeof(relpath), "%s/%s", reldir, de->d_name);
+		if (depth > 0)
+			visit_containers(relpath, depth - 1);
+		else if (is_oid_name(de->d_name))
+			visit_db_dir(relpath);
+	}
+	closedir(d);
+}
+
+/* Bring the index up to date with the directories that changed. */
+static void
+refresh_index(void)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &indexed_dirs)
+		dlist_container(IndexedDir, node, iter.cur)->seen = false;
+	visit_db_dir("global");
+	visit_containers("base", 0);
+	visit_containers("pg_tblspc", 2);
+	dlist_foreach_modify(iter, &indexed_dirs)
+	{
+		IndexedDir *dir = dlist_container(IndexedDir, node, iter.cur);
+
+		if (dir->seen)
+			continue;
+		forget_dir_files(dir);	/* a dropped database or tablespace */
+		dlist_delete(&dir->node);
+		pfree(dir);
+		index_epoch++;
+	}
+	refreshed_at = GetCurrentTimestamp();
+}
+
+/* ---- interface for the evictor ---- */
+
+void
+pce_file_index_init(void)
+{
+	HASHCTL		ctl;
+
+	if (index_cxt)
+		return;
+	index_cxt = AllocSetContextCreate(TopMemoryContext, "pg_cache_ext file index",
+									  ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(InodeKey);
+	ctl.entrysize = sizeof(IndexedFile);
+	ctl.hcxt = index_cxt;
+	indexed_files = hash_create("pg_cache_ext relation files", 4096, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = sizeof(PceFileKey);
+	ctl.entrysize = sizeof(NegativeEntry);
+	negative = hash_create("pg_cache_ext untracked files", 1024, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	refresh_index();
+}
+
+static IndexedFile *
+index_find(const PceFileKey *key)
+{
+	InodeKey	ikey;
+
+	memset(&ikey, 0, sizeof(ikey));
+	ikey.dev = key->dev;
+	ikey.ino = key->ino;
+	return hash_search(indexed_files, &ikey, HASH_FIND, NULL);
+}
+
+static bool
+refresh_due(void)
+{
+	return TimestampDifferenceExceeds(refreshed_at, GetCurrentTimestamp(), REFRESH_MIN_MS);
+}
+
+/* Remember a key that names no relation file, and say so once. */
+static void
+remember_miss(const PceFileKey *key)
+{
+	NegativeEntry *neg;
+	bool		found;
+
+	if (hash_get_num_entries(negative) >= NEGATIVE_MAX)
+	{
+		HASH_SEQ_STATUS seq;
+
+		hash_seq_init(&seq, negative);
+		while ((neg = hash_seq_search(&seq)) != NULL)
+			hash_search(negative, &neg->key, HASH_REMOVE, NULL);
+	}
+	neg = hash_search(negative, key, HASH_ENTER, &found);
+	neg->epoch = index_epoch;
+	if (found)
+		return;
+	pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
+	elog(DEBUG1, "pg_cache_ext: device %u:%u inode %lu (generation %u) is no relation file of this cluster (a temporary file, WAL, or gone): its pages are left to the kernel",
+		 major(key->dev), minor(key->dev), (unsigned long) key->ino, key->generation);
+}
+
+/*
+ * Is key a relation file of this cluster?  Looks at the directories that
+ * changed when it is not known yet; remembers the ones that are not.
+ */
+bool
+pce_file_index_lookup(const PceFileKey *key)
+{
+	NegativeEntry *neg;
+
+	if (index_find(key))
+		return true;
+	neg = hash_search(negative, key, HASH_FIND, NULL);
+	if (neg && (neg->epoch == index_epoch || !refresh_due()))
+		return false;
+	if (refresh_due())
+		refresh_index();
+	if (index_find(key))
+	{
+		if (neg)
+			hash_search(negative, key, HASH_REMOVE, NULL);
+		return true;
+	}
+	remember_miss(key);
+	return false;
+}
+
+/* Does the open file carry the generation the tracker recorded? */
+static bool
+same_generation(int fd, uint32 generation)
+{
+	long		v = 0;
+
+	if (generation == 0)		/* a tracker that does not record it */
+		return true;
+	if (ioctl(fd, FS_IOC_GETVERSION, &v) != 0)
+		return true;			/* a file system without generations */
+	return (uint32) v == generation;
+}
+
+/*
+ * Open the relation file of key for reading; -1 if it is gone (removed,
+ * or its inode now belongs to another file).
+ */
+int
+pce_file_index_open(const PceFileKey *key)
+{
+	for (int attempt = 0; attempt < 2; attempt++)
+	{
+		IndexedFile *f = index_find(key);
+
+		if (f)
+		{
+			char		path[MAXPGPATH];
+			struct stat st;
+			int			fd;
+
+			snprintf(path, sizeof(path), "%s/%s/%s", DataDir, f->dir->relpath, f->name);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0 && fstat(fd, &st) == 0 &&
+				st.st_dev == key->dev && st.st_ino == key->ino &&
+				same_generation(fd, key->generation))
+				return fd;
+			if (fd >= 0)
+				close(fd);
+		}
+		if (attempt > 0 || !refresh_due())
+			break;
+		refresh_index();
+	}
+	return -1;
+}
