@@ -96,6 +96,7 @@ $(OBJS): $(SHARED_HEADERS) src/pg_cache_ext_int.h
 
 install: install-loader
 install-loader: $(LOADER)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) $(LOADER) '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
 
 uninstall: uninstall-loader
