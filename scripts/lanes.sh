@@ -3,6 +3,8 @@
 # supports, one "lane" per major version, as root.
 #
 #   lane 15 (Debian 12 bookworm), 17 (Debian 13 trixie), 18 (Debian forky)
+#   lane pkg: scripts/package-test.sh on the host, last: the Debian packages
+#             built from the tree, installed, tested, and purged again
 #
 # The lane whose Debian release is the host's runs scripts/test.sh on the
 # host: the whole suite, kernel lab included.  Every other lane runs in a
@@ -26,8 +28,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 CHROOTS=/var/tmp/pce-chroots
-# every lane, by PostgreSQL major version (suite_of gives each its Debian suite)
-ALL_LANES="15 17 18"
+# every lane, by PostgreSQL major version (suite_of gives each its Debian
+# suite), and pkg (the host's Debian packages)
+ALL_LANES="15 17 18 pkg"
 # packages a chroot lane needs; libclang-rt for the installed clang is added
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
@@ -38,6 +41,7 @@ suite_of() {
 	15) echo bookworm ;;
 	17) echo trixie ;;
 	18) echo forky ;;
+	pkg) host_suite ;;
 	*) return 1 ;;
 	esac
 }
@@ -184,6 +188,7 @@ lane_counts() {
 run_lane() {
 	local v=$1 suite root dst
 	suite=$(suite_of "$v")
+	[ "$v" = pkg ] && exec bash "$SRC/scripts/package-test.sh"
 	if [ "$suite" = "$(host_suite)" ]; then
 		exec env PCE_IN_LANE=1 bash "$SRC/scripts/test.sh"
 	fi
@@ -213,7 +218,7 @@ default_lanes() {
 	local v
 	if [ -n "${PCE_TESTS:-}" ]; then
 		for v in $ALL_LANES; do
-			[ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
+			[ "$v" != pkg ] && [ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
 		done
 	else
 		echo "$ALL_LANES"
@@ -231,6 +236,7 @@ main() {
 		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
 		where="$suite chroot"
 		[ "$suite" = "$(host_suite)" ] && where="host"
+		[ "$v" = pkg ] && where="host, Debian packages"
 		log=$logs/lane-$v.log
 		t0=$SECONDS
 		if [ "$where" != host ] && why=$(lane_unavailable "$v"); then
