@@ -4,7 +4,8 @@
 #
 #   lane 15 (Debian 12 bookworm), 17 (Debian 13 trixie), 18 (Debian forky)
 #   lane pkg: scripts/package-test.sh on the host, last: the Debian packages
-#             built from the tree, installed, tested, and purged again
+#             built from the tree, installed, tested, and purged again;
+#             pkg-17, pkg-18: the same in a chroot lane's chroot
 #
 # The lane whose Debian release is the host's runs scripts/test.sh on the
 # host: the whole suite, kernel lab included.  Every other lane runs in a
@@ -42,6 +43,7 @@ suite_of() {
 	17) echo trixie ;;
 	18) echo forky ;;
 	pkg) host_suite ;;
+	pkg-*) suite_of "${1#pkg-}" ;;
 	*) return 1 ;;
 	esac
 }
@@ -161,7 +163,7 @@ umount_root() {
 # Why a chroot lane cannot run here, if it cannot: only what the machine
 # lacks (a chroot that is already complete needs no archive).
 lane_unavailable() {
-	local v=$1 suite host
+	local v=${1#pkg-} suite host
 	suite=$(suite_of "$v")
 	[ -d /sys/fs/bpf ] || { echo "no /sys/fs/bpf on this kernel"; return 0; }
 	chroot_complete "$CHROOTS/$suite" "$(stamp_key "$v" "$suite")" && return 1
@@ -186,9 +188,9 @@ lane_counts() {
 
 # one lane, in its own process so that errors stop it (set -e)
 run_lane() {
-	local v=$1 suite root dst
+	local lane=$1 v=${1#pkg-} suite root dst
 	suite=$(suite_of "$v")
-	[ "$v" = pkg ] && exec bash "$SRC/scripts/package-test.sh"
+	[ "$lane" = pkg ] && exec bash "$SRC/scripts/package-test.sh"
 	if [ "$suite" = "$(host_suite)" ]; then
 		exec env PCE_IN_LANE=1 bash "$SRC/scripts/test.sh"
 	fi
@@ -206,6 +208,11 @@ run_lane() {
 	mkdir -p "$dst"
 	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results -cf - . | tar -C "$dst" -xf -
 	in_root "$root" make -s -C /var/tmp/pce-lane-src clean >/dev/null 2>&1 || true
+	if [ "$lane" != "$v" ]; then # pkg-NN: the packages, built and tested in the chroot
+		in_root "$root" env PCE_PKG_WORK="/var/tmp/pce-pkg-$v" PCE_PKG_PORT=$((55500 + v)) \
+			PCE_PKG_EXPORTER_PORT=$((55600 + v)) bash /var/tmp/pce-lane-src/scripts/package-test.sh
+		return
+	fi
 	in_root "$root" env PCE_IN_LANE=1 PCE_NO_BENCH=1 PG_MAJOR="$v" \
 		PCE_WORK="/var/tmp/pce-lane-$v" PCE_PORT=$((55400 + v)) \
 		${PCE_FUZZ_SECONDS:+PCE_FUZZ_SECONDS=$PCE_FUZZ_SECONDS} \
@@ -237,6 +244,7 @@ main() {
 		where="$suite chroot"
 		[ "$suite" = "$(host_suite)" ] && where="host"
 		[ "$v" = pkg ] && where="host, Debian packages"
+		[ "${v#pkg-}" != "$v" ] && where="$suite chroot, Debian packages"
 		log=$logs/lane-$v.log
 		t0=$SECONDS
 		if [ "$where" != host ] && why=$(lane_unavailable "$v"); then

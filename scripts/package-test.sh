@@ -85,6 +85,23 @@ copy_tree() {
 	fi
 }
 
+# debian/control names the packages of the PostgreSQL versions this release
+# supports (pg_buildext updatecontrol): another release than the one it was
+# generated on (a chroot lane) gets its own, in the copy
+prepare_control() {
+	(cd "$WORK/build/src" && pg_buildext checkcontrol >/dev/null 2>&1) && return 0
+	echo "# debian/control regenerated for PostgreSQL $(cd "$WORK/build/src" && pg_buildext supported-versions | xargs)"
+	(cd "$WORK/build/src" && pg_buildext updatecontrol)
+}
+
+# what dpkg-checkbuilddeps misses, first alternatives, without versions
+install_build_deps() {
+	local unmet
+	unmet=$(cd "$WORK/build/src" && dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p')
+	[ -z "$unmet" ] && return 0
+	install_missing $(echo "$unmet" | sed -E 's/\([^)]*\)//g; s/\| *[^ ]+//g')
+}
+
 build_packages() {
 	local t0=$SECONDS lint
 	if [ -n "${PCE_PKG_REUSE_BUILD:-}" ] && ls "$WORK"/build/*.deb >/dev/null 2>&1; then
@@ -92,6 +109,8 @@ build_packages() {
 		return 0
 	fi
 	copy_tree
+	prepare_control
+	install_build_deps
 	(cd "$WORK/build/src" && dpkg-buildpackage -us -uc -b) >"$WORK/build.log" 2>&1 ||
 		die "dpkg-buildpackage -us -uc -b builds the packages" "$(tail -30 "$WORK/build.log")"
 	ok "dpkg-buildpackage -us -uc -b builds the packages ($((SECONDS - t0)) s): $(cd "$WORK/build" && echo *.deb)"
