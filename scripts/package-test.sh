@@ -244,8 +244,9 @@ metric() { awk -v name="$2" -v label="${3:-}" 'index($0, name "{") == 1 && index
 
 start_exporter() {
 	local i
-	as_pg env DATA_SOURCE_NAME="host=$WORK port=$PORT user=postgres dbname=postgres sslmode=disable" \
-		prometheus-postgres-exporter --web.listen-address="127.0.0.1:$EXPORTER_PORT" \
+	# setpriv execs: $! is the exporter itself
+	DATA_SOURCE_NAME="host=$WORK port=$PORT user=postgres dbname=postgres sslmode=disable" \
+		setpriv --reuid=postgres --regid=postgres --init-groups prometheus-postgres-exporter --web.listen-address="127.0.0.1:$EXPORTER_PORT" \
 		--extend.query-path=/usr/share/pg-cache-ext/prometheus-postgres-exporter.yaml \
 		--disable-settings-metrics --log.level=warn >"$WORK/exporter.log" 2>&1 &
 	EXPORTER_PID=$!
