@@ -97,9 +97,9 @@ prepare_control() {
 # what dpkg-checkbuilddeps misses, first alternatives, without versions
 install_build_deps() {
 	local unmet
-	unmet=$(cd "$WORK/build/src" && dpkg-checkbuilddeps 2>&1 | sed -n 's/.*Unmet build dependencies: //p')
+	unmet=$(cd "$WORK/build/src" && dpkg-checkbuilddeps 2>&1 | sed -n 's/.*[Uu]nmet build dependencies: //p')
 	[ -z "$unmet" ] && return 0
-	install_missing $(echo "$unmet" | sed -E 's/\([^)]*\)//g; s/\| *[^ ]+//g')
+	install_missing $(echo "$unmet" | sed -E 's/\([^)]*\)//g; s/\| *[^ ]+//g; s/:native//g')
 }
 
 build_packages() {
