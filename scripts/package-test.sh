@@ -209,6 +209,9 @@ start_cluster() {
 		listen_addresses = ''
 		shared_buffers = 32MB
 	CONF
+	# from 18 on, I/O workers would read the marked scan's pages (README, Requirements)
+	[ "$($PG_CONFIG --version | sed -E 's/^[^0-9]*([0-9]+).*/\1/')" -ge 18 ] &&
+		echo "io_method = sync" >>"$WORK/data/postgresql.conf"
 	/usr/sbin/pg_cache_ext_loader -D "$WORK/data" >"$WORK/loader.log" 2>&1 ||
 		die "the packaged loader runs for the cluster" "$(cat "$WORK/loader.log")"
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null ||
