@@ -23,10 +23,10 @@ OBJS = \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext
-DATA = pg_cache_ext--1.0.sql
+DATA = pg_cache_ext--1.0.sql pg_cache_ext--1.1.sql pg_cache_ext--1.0--1.1.sql
 PGFILEDESC = "pg_cache_ext - keep scans from flushing the page cache"
 
-REGRESS = setup status guc functions
+REGRESS = setup status guc functions views upgrade
 
 TAP_TESTS = 1
 
@@ -102,6 +102,7 @@ $(OBJS): $(SHARED_HEADERS) src/pg_cache_ext_int.h
 
 install: install-loader
 install-loader: $(LOADER) $(RUNNER)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) $(LOADER) '$(DESTDIR)$(bindir)/pg_cache_ext_loader'
 	$(INSTALL_PROGRAM) $(RUNNER) '$(DESTDIR)$(bindir)/pg_cache_ext_run'
 

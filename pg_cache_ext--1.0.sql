@@ -40,14 +40,13 @@ CREATE FUNCTION cache_ext_scans(
     OUT relation regclass,
     OUT database oid,
     OUT since timestamptz,
-    OUT in_kernel_map boolean,
-    OUT command text)
+    OUT in_kernel_map boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'cache_ext_scans'
 LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION cache_ext_scans() IS
-'processes marked as scanning now, why, since when, whether the kernel map has them, and the command of those outside the server (reason external: pg_cache_ext_run)';
+'processes marked as scanning now, why, since when, and whether the kernel map has them';
 
 CREATE FUNCTION cache_ext_relation_cache(
     rel regclass,

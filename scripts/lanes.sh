@@ -3,6 +3,9 @@
 # supports, one "lane" per major version, as root.
 #
 #   lane 15 (Debian 12 bookworm), 17 (Debian 13 trixie), 18 (Debian forky)
+#   lane pkg: scripts/package-test.sh on the host, last: the Debian packages
+#             built from the tree, installed, tested, and purged again;
+#             pkg-17, pkg-18: the same in a chroot lane's chroot
 #
 # The lane whose Debian release is the host's runs scripts/test.sh on the
 # host: the whole suite, kernel lab included.  Every other lane runs in a
@@ -26,8 +29,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 CHROOTS=/var/tmp/pce-chroots
-# every lane, by PostgreSQL major version (suite_of gives each its Debian suite)
-ALL_LANES="15 17 18"
+# every lane, by PostgreSQL major version (suite_of gives each its Debian
+# suite), and pkg (the host's Debian packages)
+ALL_LANES="15 17 18 pkg"
 # packages a chroot lane needs; libclang-rt for the installed clang is added
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
@@ -38,6 +42,8 @@ suite_of() {
 	15) echo bookworm ;;
 	17) echo trixie ;;
 	18) echo forky ;;
+	pkg) host_suite ;;
+	pkg-*) suite_of "${1#pkg-}" ;;
 	*) return 1 ;;
 	esac
 }
@@ -157,7 +163,7 @@ umount_root() {
 # Why a chroot lane cannot run here, if it cannot: only what the machine
 # lacks (a chroot that is already complete needs no archive).
 lane_unavailable() {
-	local v=$1 suite host
+	local v=${1#pkg-} suite host
 	suite=$(suite_of "$v")
 	[ -d /sys/fs/bpf ] || { echo "no /sys/fs/bpf on this kernel"; return 0; }
 	chroot_complete "$CHROOTS/$suite" "$(stamp_key "$v" "$suite")" && return 1
@@ -182,8 +188,9 @@ lane_counts() {
 
 # one lane, in its own process so that errors stop it (set -e)
 run_lane() {
-	local v=$1 suite root dst
+	local lane=$1 v=${1#pkg-} suite root dst
 	suite=$(suite_of "$v")
+	[ "$lane" = pkg ] && exec bash "$SRC/scripts/package-test.sh"
 	if [ "$suite" = "$(host_suite)" ]; then
 		exec env PCE_IN_LANE=1 bash "$SRC/scripts/test.sh"
 	fi
@@ -201,6 +208,11 @@ run_lane() {
 	mkdir -p "$dst"
 	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results -cf - . | tar -C "$dst" -xf -
 	in_root "$root" make -s -C /var/tmp/pce-lane-src clean >/dev/null 2>&1 || true
+	if [ "$lane" != "$v" ]; then # pkg-NN: the packages, built and tested in the chroot
+		in_root "$root" env PCE_PKG_WORK="/var/tmp/pce-pkg-$v" PCE_PKG_PORT=$((55500 + v)) \
+			PCE_PKG_EXPORTER_PORT=$((55600 + v)) bash /var/tmp/pce-lane-src/scripts/package-test.sh
+		return
+	fi
 	in_root "$root" env PCE_IN_LANE=1 PCE_NO_BENCH=1 PG_MAJOR="$v" \
 		PCE_WORK="/var/tmp/pce-lane-$v" PCE_PORT=$((55400 + v)) \
 		${PCE_FUZZ_SECONDS:+PCE_FUZZ_SECONDS=$PCE_FUZZ_SECONDS} \
@@ -213,7 +225,7 @@ default_lanes() {
 	local v
 	if [ -n "${PCE_TESTS:-}" ]; then
 		for v in $ALL_LANES; do
-			[ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
+			[ "$v" != pkg ] && [ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
 		done
 	else
 		echo "$ALL_LANES"
@@ -231,6 +243,8 @@ main() {
 		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
 		where="$suite chroot"
 		[ "$suite" = "$(host_suite)" ] && where="host"
+		[ "$v" = pkg ] && where="host, Debian packages"
+		[ "${v#pkg-}" != "$v" ] && where="$suite chroot, Debian packages"
 		log=$logs/lane-$v.log
 		t0=$SECONDS
 		if [ "$where" != host ] && why=$(lane_unavailable "$v"); then

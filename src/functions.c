@@ -6,6 +6,7 @@
  *	cache_ext_status()				what is in force, and why
  *	cache_ext_stats()				counters, from the BPF side and from ours
  *	cache_ext_stats_reset()			reset our counters (superuser, or granted)
+ *	cache_ext_stats_reset_time()	when they were last reset (1.1)
  *	cache_ext_scans()				backends and outside process trees marked now
  *	cache_ext_relation_cache(rel)	how much of a relation is in the page cache
  *
@@ -50,6 +51,7 @@
 PG_FUNCTION_INFO_V1(cache_ext_status);
 PG_FUNCTION_INFO_V1(cache_ext_stats);
 PG_FUNCTION_INFO_V1(cache_ext_stats_reset);
+PG_FUNCTION_INFO_V1(cache_ext_stats_reset_time);
 PG_FUNCTION_INFO_V1(cache_ext_scans);
 PG_FUNCTION_INFO_V1(cache_ext_relation_cache);
 
@@ -267,6 +269,17 @@ cache_ext_stats_reset(PG_FUNCTION_ARGS)
 	for (int i = 0; i < PCE_REASON__COUNT; i++)
 		pg_atomic_write_u64(&pce_shared->marks_by_reason[i], 0);
 	pce_shared->stats_reset = GetCurrentTimestamp();
+	PG_RETURN_TIMESTAMPTZ(pce_shared->stats_reset);
+}
+
+/*
+ * cache_ext_stats_reset_time(): since when the module's counters count
+ * (server start, crash restart or cache_ext_stats_reset()), the
+ * stats_reset column of pg_stat_cache_ext.
+ */
+Datum
+cache_ext_stats_reset_time(PG_FUNCTION_ARGS)
+{
 	PG_RETURN_TIMESTAMPTZ(pce_shared->stats_reset);
 }
 
