@@ -143,9 +143,11 @@ mount_root() {
 	done
 }
 
-# unmount in reverse order; recursive for the rbind, lazy if busy
+# unmount in reverse order; recursive for the rbind, lazy if busy; first the
+# bpffs the loader mounted in the chroot (its pins go with it)
 umount_root() {
 	local root=$1 m
+	! mountpoint -q "$root/run/pg_cache_ext" || umount -l "$root/run/pg_cache_ext" || true
 	for m in $(echo $LANE_MOUNTS | tr ' ' '\n' | tac); do
 		mountpoint -q "$root/$m" || continue
 		umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m" || true
@@ -254,7 +256,9 @@ main() {
 }
 
 LANE_LINES=()
-if [ "${1:-}" = "--lane" ]; then
+if [ "${1:-}" = "--functions" ]; then
+	return 0 # sourced by vm-lane.sh for its helpers
+elif [ "${1:-}" = "--lane" ]; then
 	run_lane "$2"
 elif [ "${1:-}" = "--build" ]; then
 	# only make (or check) the chroot of lane $2
