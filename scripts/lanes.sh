@@ -3,6 +3,9 @@
 # supports, one "lane" per major version, as root.
 #
 #   lane 15 (Debian 12 bookworm), 17 (Debian 13 trixie), 18 (Debian forky)
+#   lane vm12, vm13: the deployment test in QEMU VMs that boot Debian 12's and
+#   13's own kernels (6.1, 6.12) with systemd and PostgreSQL 15, 17
+#   (scripts/vm-lane.sh; images built once below /var/tmp/pce-vms)
 #
 # The lane whose Debian release is the host's runs scripts/test.sh on the
 # host: the whole suite, kernel lab included.  Every other lane runs in a
@@ -26,8 +29,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 CHROOTS=/var/tmp/pce-chroots
-# every lane, by PostgreSQL major version (suite_of gives each its Debian suite)
-ALL_LANES="15 17 18"
+# every lane, by PostgreSQL major version (suite_of gives each its Debian suite),
+# then the VM lanes (scripts/vm-lane.sh)
+ALL_LANES="15 17 18 vm12 vm13"
 # packages a chroot lane needs; libclang-rt for the installed clang is added
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
@@ -38,6 +42,8 @@ suite_of() {
 	15) echo bookworm ;;
 	17) echo trixie ;;
 	18) echo forky ;;
+	vm12) echo "bookworm VM" ;;
+	vm13) echo "trixie VM" ;;
 	*) return 1 ;;
 	esac
 }
@@ -161,6 +167,11 @@ umount_root() {
 lane_unavailable() {
 	local v=$1 suite host
 	suite=$(suite_of "$v")
+	if [[ $v == vm* ]]; then
+		command -v qemu-system-x86_64 >/dev/null || command -v apt-get >/dev/null ||
+			{ echo "no qemu-system-x86_64 and no apt-get to install it"; return 0; }
+		[ -f "/var/tmp/pce-vms/${suite% VM}/root/.pce-stamp" ] && return 1
+	fi
 	[ -d /sys/fs/bpf ] || { echo "no /sys/fs/bpf on this kernel"; return 0; }
 	chroot_complete "$CHROOTS/$suite" "$(stamp_key "$v" "$suite")" && return 1
 	command -v debootstrap >/dev/null || command -v apt-get >/dev/null ||
@@ -186,6 +197,7 @@ lane_counts() {
 run_lane() {
 	local v=$1 suite root dst
 	suite=$(suite_of "$v")
+	[[ $v == vm* ]] && exec bash "$SRC/scripts/vm-lane.sh" "$v"
 	if [ "$suite" = "$(host_suite)" ]; then
 		exec env PCE_IN_LANE=1 bash "$SRC/scripts/test.sh"
 	fi
@@ -232,6 +244,7 @@ main() {
 	for v in $lanes; do
 		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
 		where="$suite chroot"
+		[[ $v == vm* ]] && where="$suite"
 		[ "$suite" = "$(host_suite)" ] && where="host"
 		log=$logs/lane-$v.log
 		t0=$SECONDS

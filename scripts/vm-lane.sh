@@ -141,6 +141,9 @@ run_vm_lane() {
 	read -r suite v <<<"$(vm_suite "$vm")" || { echo "vm-lane.sh: no VM lane $vm (vm12, vm13)" >&2; exit 2; }
 	root=$VMS/$suite/root
 	mkdir -p "$VMS/$suite"
+	command -v qemu-system-x86_64 >/dev/null ||
+		apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null
+	command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
 	exec 8>"$VMS/$suite.lock"
 	flock 8
 	VM_ROOT=$root

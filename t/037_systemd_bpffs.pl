@@ -1,0 +1,76 @@
+# Pins the server can reach on a systemd host, whose /sys/fs/bpf is mode 0700
+# (systemd's mount-setup table), without loosening it.  Each cluster runs in
+# a private mount namespace made like such a host (test/root-helper
+# systemd-bpffs-start: bpffs mode 0700 at /sys/fs/bpf, a /run of its own),
+# so the host's mounts stay as they were.
+#
+# With the defaults the loader mounts a bpffs of its own at /run/pg_cache_ext
+# (mode 0711) and the extension is active: a cold marked scan is tracked.
+# With the pins below systemd's /sys/fs/bpf (the default before), the loader
+# refuses to load and the idle server names the directory it cannot search
+# and the cure.
+use strict;
+use warnings;
+use lib 't';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PceTest;
+
+my $host_bpf_mode = (stat '/sys/fs/bpf')[2] & 07777;
+
+# Start $node's server in a systemd-like namespace after the loader ran
+# there with @loader_args; returns what the helper printed, as a hash.
+sub start_like_systemd
+{
+	my ($node, @loader_args) = @_;
+	my ($ok, $out, $err) =
+	  root('systemd-bpffs-start', $node->data_dir, $node->logfile, @loader_args);
+	diag($err) if $err;
+	$node->_update_pid(1);
+	my %said = map { split / /, $_, 2 } grep { /^\w+ / } split /\n/, $out // '';
+	return (\%said, $err // '');
+}
+
+# ---- the defaults: the loader's own bpffs, reachable, active ----
+my $node = new_node('systemd', 'pg_cache_ext.scan_threshold' => 0);
+my ($said, $err) = start_like_systemd($node);
+is($said->{sys_fs_bpf_mode}, '1700', 'in the namespace /sys/fs/bpf is systemd\'s mode 0700 bpffs');
+is($said->{loader_exit}, '0', 'the loader ran with the defaults') or diag($err);
+like($said->{run_pg_cache_ext}, qr/^bpf .*mode=711/,
+	'the loader mounted a bpffs of its own at /run/pg_cache_ext, mode 0711');
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+my $s = status($node);
+is($s->{state}, 'active', 'the extension is active under a 0700 /sys/fs/bpf') or diag($s->{reason});
+like($s->{pin_dir}, qr{^/run/pg_cache_ext/pins/\d+$}, 'its pins are below /run/pg_cache_ext/pins');
+
+# a cold marked scan is tracked: the server reaches the maps, the kernel the marks
+$node->safe_psql('postgres',
+	"CREATE TABLE t AS SELECT g, repeat('x', 200) AS f FROM generate_series(1, 40000) g");
+$node->safe_psql('postgres', 'CHECKPOINT');
+root('drop-caches');
+my $before = stat_value($node, 'folios_added_scan');
+$node->safe_psql('postgres', 'SELECT count(*) FROM t');
+my $after = stat_value($node, 'folios_added_scan');
+cmp_ok($after - $before, '>=', 1000, "a cold marked scan's folios are tracked (" . ($after - $before) . ')');
+$node->stop;
+
+is((stat '/sys/fs/bpf')[2] & 07777, $host_bpf_mode, "the host's /sys/fs/bpf is as it was");
+
+# ---- pins below systemd's /sys/fs/bpf: refused by the loader, explained by the server ----
+my $closed = new_node('systemd_closed', 'pg_cache_ext.bpffs_dir' => "'/sys/fs/bpf/pg_cache_ext'");
+($said, $err) = start_like_systemd($closed, '--bpffs-dir', '/sys/fs/bpf/pg_cache_ext');
+is($said->{loader_exit}, '1', 'the loader refuses pins the server cannot reach');
+like($err, qr/^pg_cache_ext_loader: error: the cluster's account "\w+" cannot reach \/sys\/fs\/bpf\/pg_cache_ext\/\d+: .*mode 0700.*default --bpffs-dir \/run\/pg_cache_ext\/pins/m,
+	'one clear error naming the cure');
+$closed->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+is($closed->safe_psql('postgres', 'SELECT 1'), '1', 'queries work');
+$s = status($closed);
+is($s->{state}, 'idle', 'the server is idle');
+like($s->{reason},
+	qr{^pins unreachable: the server's user may not search /sys/fs/bpf \(mode 1700, owner uid 0; .*default /run/pg_cache_ext/pins.*rather than loosening /sys/fs/bpf},
+	'the reason names the directory it cannot search and the cure');
+$closed->stop;
+is((stat '/sys/fs/bpf')[2] & 07777, $host_bpf_mode, "the host's /sys/fs/bpf is still as it was");
+
+done_testing();
