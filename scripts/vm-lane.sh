@@ -26,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 VMS=/var/tmp/pce-vms
-VM_PKGS="linux-image-amd64 systemd-sysv udev initramfs-tools kmod util-linux procps
+VM_PKGS="linux-image-amd64 systemd-sysv udev initramfs-tools kmod util-linux util-linux-extra procps
 	postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev zlib1g-dev
 	make gcc pkg-config xz-utils"
 VM_MOUNTS="proc sys dev dev/pts dev/shm"
