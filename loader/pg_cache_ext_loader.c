@@ -67,6 +67,7 @@
 #include "tracker.h"
 #include "safe_open.h"
 #include "pce_paths.h"
+#include "pce_bpffs.h"
 
 static struct pce_loader_options opt;
 
@@ -523,6 +524,17 @@ decide(struct plan *pl)
 		pce_fail("%s", pl->cgroup_why);	/* asked for by name: never another one */
 }
 
+/* Is the pin root's parent a bpffs (now)? */
+static bool
+bpffs_mounted_at_parent(void)
+{
+	char		parent[PATH_MAX];
+	struct statfs fs;
+
+	pce_bpffs_parent(opt.bpffs_dir, parent, sizeof(parent));
+	return statfs(parent, &fs) == 0 && fs.f_type == BPF_FS_MAGIC;
+}
+
 static void
 do_check(const struct plan *pl)
 {
@@ -534,7 +546,8 @@ do_check(const struct plan *pl)
 	uname(&u);
 	printf("kernel:            %s\n", u.release);
 	printf("cache_ext:         %s (%s)\n", pl->has_cache_ext ? "yes" : "no", pl->has_why);
-	printf("bpffs:             %s\n", pins.root_fd >= 0 ? "mounted" : "the loader would mount it if needed");
+	printf("bpffs:             %s\n", bpffs_mounted_at_parent() ? "mounted" :
+		   "not mounted yet (the loader mounts its own when it may)");
 	printf("cluster id:        %s\n", cluster_id);
 	printf("pin directory:     %s (%s)\n", pins.shown,
 		   pins.dir_fd >= 0 ? "exists, maps would be reused" : "would be created");
