@@ -76,4 +76,38 @@ like($s->{reason},
 $closed->stop;
 is((stat '/sys/fs/bpf')[2] & 07777, $host_bpf_mode, "the host's /sys/fs/bpf is still as it was");
 
+# ---- --debian-cluster (the drop-in's way): data_directory read as the cluster's account ----
+my $deb = new_node('debian_cluster');
+my $conf = $deb->basedir . '/debian.conf';
+my $write_conf = sub {
+	open my $fh, '>', $conf or die $!;
+	print $fh "# as /etc/postgresql/VERSION/NAME/postgresql.conf\n@_\n";
+	close $fh;
+};
+$write_conf->("data_directory = '" . $deb->data_dir . "'");
+my ($ok, $out);
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+ok($ok, '--debian-cluster: the loader takes the data directory from data_directory') or diag($err);
+$deb->start;
+$deb->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+is(status($deb)->{state}, 'active', '--debian-cluster: that cluster is active');
+$deb->stop;
+($ok, $out, $err) = root('loader', '--unload', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+ok($ok, '--debian-cluster --unload') or diag($err);
+
+$write_conf->("data_directory = '/root'");
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+ok(!$ok, 'a data_directory the cluster\'s account cannot open is refused (it is opened as that account)');
+like($err, qr/^pg_cache_ext_loader: error: cannot open "\/root\/global\/pg_control": Permission denied/m,
+	'one clear error');
+$write_conf->("port = 5432");
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+like($err, qr/^pg_cache_ext_loader: error: cluster 15-pcetest: \S+debian.conf sets no data_directory/m,
+	'no data_directory: one clear error');
+($ok, $out, $err) = root('loader', '--debian-cluster', '15/main');
+like($err, qr/^pg_cache_ext_loader: error: invalid --debian-cluster "15\/main": use VERSION-NAME/m,
+	'a bad instance name: one clear error');
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-main', '-D', $deb->data_dir);
+like($err, qr/^pg_cache_ext_loader: error: --debian-cluster excludes -D/m, 'not with -D');
+
 done_testing();
