@@ -20,6 +20,7 @@
 #
 # Prints "N passed, N failed, N skipped" (the line lanes.sh reads).
 #   PCE_VM_REBUILD=1    rebuild the root even if complete
+#   PCE_VM_TIMEOUT=1200 seconds the VM may run (both boots)
 #   PCE_VM_BREAK=pins   break the deployment on purpose (pins the server cannot
 #                       reach): the run must then fail
 set -euo pipefail
@@ -130,7 +131,7 @@ boot_vm() {
 	local root=$1 disk=$2 log=$3 kernel initrd
 	kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -1)
 	initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -1)
-	timeout "${PCE_VM_TIMEOUT:-900}" qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic \
+	timeout "${PCE_VM_TIMEOUT:-1200}" qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic \
 		-kernel "$kernel" -initrd "$initrd" -drive file="$disk",if=virtio,format=raw \
 		-append 'root=/dev/vda rw console=ttyS0 quiet' </dev/null 2>&1 |
 		sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\r$//' >"$log" || true
