@@ -90,7 +90,7 @@ test/pce_fill_map: test/pce_fill_map.c $(SHARED_HEADERS)
 test/check_policy_object: test/check_policy_object.c
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
-POLICY_TOOL_SRCS = loader/policy.c loader/pins.c loader/safe_open.c
+POLICY_TOOL_SRCS = loader/policy.c loader/pins.c loader/bpffs_mount.c loader/safe_open.c
 test/pce_policy_tool: test/pce_policy_tool.c $(POLICY_TOOL_SRCS) loader/policy.h bpf/policy.skel.h bpf/pg_cache_ext.h
 	$(CC) $(LOADER_CFLAGS) -o $@ test/pce_policy_tool.c $(POLICY_TOOL_SRCS) $(LOADER_LIBS)
 test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h

@@ -72,7 +72,7 @@ cold_read() {
 	echo $(( (t1 - t0) / 1000 ))		# microseconds
 }
 prog_stat() {	# $1 = run_time_ns | run_cnt, $2 = the link's pin name
-	local id pin=/sys/fs/bpf/pg_cache_ext/overhead-bench/$2
+	local id pin=/run/pg_cache_ext/pins/overhead-bench/$2
 	[ -e "$pin" ] || { echo 0; return; }
 	id=$(bpftool link show pinned "$pin" | grep -oE 'prog [0-9]+' | awk '{ print $2 }')
 	bpftool prog show id "$id" | grep -oE "$1 [0-9]+" | awk '{ print $2 }'

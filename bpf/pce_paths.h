@@ -17,8 +17,12 @@
 #ifndef PCE_PATHS_H
 #define PCE_PATHS_H
 
-/* pg_cache_ext.bpffs_dir and the loader's --bpffs-dir when not set */
-#define PCE_DEFAULT_BPFFS_DIR	"/sys/fs/bpf/pg_cache_ext"
+/*
+ * pg_cache_ext.bpffs_dir and the loader's --bpffs-dir when not set: on a
+ * bpffs of the loader's own at /run/pg_cache_ext (loader/bpffs_mount.c),
+ * which the server can reach where systemd's /sys/fs/bpf (mode 0700) is not
+ */
+#define PCE_DEFAULT_BPFFS_DIR	"/run/pg_cache_ext/pins"
 
 /* room left below PATH_MAX (4096) for "/<cluster id>/<pin name>" */
 #define PCE_PATH_VALUE_MAX	4000

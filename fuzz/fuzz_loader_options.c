@@ -68,7 +68,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (opt.cluster_id && (!pce_valid_cluster_id(opt.cluster_id) || strchr(opt.cluster_id, '/')))
 			abort();
-		if (!opt.datadir && !opt.cluster_id)
+		if (opt.debian_cluster && (!pce_valid_debian_cluster(opt.debian_cluster) ||
+								   strchr(opt.debian_cluster, '/') || opt.datadir || opt.cluster_id))
+			abort();
+		if (!opt.datadir && !opt.cluster_id && !opt.debian_cluster)
 			abort();
 	}
 	else if (strnlen(err, sizeof(err)) == sizeof(err))

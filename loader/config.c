@@ -48,6 +48,7 @@ const char *const pce_conf_names[PCE_CONF__COUNT] = {
 	[PCE_CONF_MODE] = "pg_cache_ext.mode",
 	[PCE_CONF_BPFFS_DIR] = "pg_cache_ext.bpffs_dir",
 	[PCE_CONF_CGROUP] = "pg_cache_ext.cgroup",
+	[PCE_CONF_DATA_DIRECTORY] = "data_directory",
 };
 
 static const char *

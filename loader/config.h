@@ -24,6 +24,7 @@ enum pce_conf_setting
 	PCE_CONF_MODE = 0,			/* pg_cache_ext.mode */
 	PCE_CONF_BPFFS_DIR,			/* pg_cache_ext.bpffs_dir */
 	PCE_CONF_CGROUP,			/* pg_cache_ext.cgroup */
+	PCE_CONF_DATA_DIRECTORY,	/* data_directory (--debian-cluster) */
 	PCE_CONF__COUNT
 };
 

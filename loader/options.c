@@ -27,6 +27,31 @@ pce_valid_cluster_id(const char *id)
 	return true;
 }
 
+/*
+ * A Debian cluster as systemd's instance name gives it (postgresql@%i):
+ * VERSION-NAME, 1 to 3 digits, '-', then 1 to 63 of A-Z, a-z, 0-9, '_',
+ * '.', '-', not starting with '.': it becomes two components of a path.
+ */
+bool
+pce_valid_debian_cluster(const char *instance)
+{
+	const char *p = instance;
+	const char *name;
+
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == instance || p - instance > 3 || *p != '-')
+		return false;
+	name = ++p;
+	if (*name == '\0' || *name == '.' || strlen(name) > 63)
+		return false;
+	for (; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  *p == '_' || *p == '.' || *p == '-'))
+			return false;
+	return true;
+}
+
 const char *
 pce_path_option_problem(const char *path)
 {
@@ -77,9 +102,20 @@ validate_options(const struct pce_loader_options *opt, char *err, size_t errlen)
 		snprintf(err, errlen, "empty data directory");
 		return -1;
 	}
-	if (!opt->datadir && !opt->cluster_id)
+	if (opt->debian_cluster && !pce_valid_debian_cluster(opt->debian_cluster))
 	{
-		snprintf(err, errlen, "no data directory given: use -D DATADIR (or --cluster-id)");
+		snprintf(err, errlen, "invalid --debian-cluster \"%.64s\": use VERSION-NAME, e.g. 15-main "
+				 "(systemd's instance name of postgresql@.service)", opt->debian_cluster);
+		return -1;
+	}
+	if (opt->debian_cluster && (opt->datadir || opt->cluster_id))
+	{
+		snprintf(err, errlen, "--debian-cluster excludes -D and --cluster-id (it finds the data directory)");
+		return -1;
+	}
+	if (!opt->datadir && !opt->cluster_id && !opt->debian_cluster)
+	{
+		snprintf(err, errlen, "no data directory given: use -D DATADIR (or --debian-cluster, --cluster-id)");
 		return -1;
 	}
 	if ((opt->check + opt->unload + opt->show) > 1)
@@ -100,6 +136,7 @@ static const struct option longopts[] = {
 	{"mode", required_argument, NULL, 'm'},
 	{"cgroup", required_argument, NULL, 'c'},
 	{"config-file", required_argument, NULL, 'f'},
+	{"debian-cluster", required_argument, NULL, 'd'},
 	{"check", no_argument, NULL, 'C'},
 	{"unload", no_argument, NULL, 'U'},
 	{"show", no_argument, NULL, 'S'},
@@ -152,6 +189,9 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 				break;
 			case 'f':
 				opt->config_file = optarg;
+				break;
+			case 'd':
+				opt->debian_cluster = optarg;
 				break;
 			case 'C':
 				opt->check = true;

@@ -24,6 +24,7 @@ struct pce_loader_options
 	const char *mode;			/* a name of bpf/pce_modes.h */
 	const char *cgroup;
 	const char *config_file;	/* default: DATADIR/postgresql.conf */
+	const char *debian_cluster; /* VERSION-NAME of a Debian cluster (instead of -D) */
 	bool		mode_given;		/* --mode / --bpffs-dir on the command line, */
 	bool		bpffs_dir_given;	/* which then win over postgresql.conf */
 	bool		check;
@@ -55,5 +56,7 @@ extern const char *pce_path_option_problem(const char *path);
  * loads anyway.)  The parser stores the table's spelling (pce_modes.h).
  */
 extern bool pce_valid_mode(const char *mode);
+
+extern bool pce_valid_debian_cluster(const char *instance);
 
 #endif

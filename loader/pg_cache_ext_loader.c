@@ -4,7 +4,8 @@
  *		(typically ExecStartPre of the cluster's systemd unit), that loads the
  *		BPF side for one cluster, pins it, and exits.
  *
- * Everything it creates lives below <bpffs>/pg_cache_ext/<cluster id>/,
+ * Everything it creates lives below <bpffs_dir>/<cluster id>/ (default
+ * /run/pg_cache_ext/pins/..., on a bpffs the loader mounts: bpffs_mount.c),
  * where the cluster id is the cluster's system identifier (the first field
  * of global/pg_control, what GetSystemIdentifier() returns in the server):
  *
@@ -32,6 +33,7 @@
  * temporary name and renamed over the old one, so there is no moment without
  * a mechanism.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -65,6 +67,7 @@
 #include "tracker.h"
 #include "safe_open.h"
 #include "pce_paths.h"
+#include "pce_bpffs.h"
 
 static struct pce_loader_options opt;
 
@@ -90,6 +93,9 @@ usage(void)
 		   "  pg_cache_ext_loader -D DATADIR [OPTION]...\n\n"
 		   "Options:\n"
 		   "  -D, --pgdata=DATADIR     the cluster's data directory (gives the cluster id)\n"
+		   "      --debian-cluster=VERSION-NAME  a Debian cluster (e.g. 15-main, systemd's\n"
+		   "                           instance of postgresql@.service): its configuration in\n"
+		   "                           /etc/postgresql/VERSION/NAME, its data_directory\n"
 		   "      --cluster-id=ID      use this cluster id instead of reading DATADIR\n"
 		   "      --bpffs-dir=DIR      pin root (default %s)\n"
 		   "      --group=GROUP        group that may use the pins (default postgres)\n"
@@ -125,11 +131,12 @@ static struct pce_loader_config cluster_conf;
  * loader would then read with that account's rights.
  */
 static void
-open_datadir(void)
+open_datadir(const struct pce_reader *as)
 {
 	struct passwd *pw;
 
-	datadir_fd = open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	datadir_fd = as ? pce_openat2_as(as, AT_FDCWD, opt.datadir, O_RDONLY | O_DIRECTORY, 0)
+		: open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (datadir_fd < 0)
 		pce_fail("cannot open \"%s/global/pg_control\": %s (is -D a PostgreSQL data directory?)",
 			 opt.datadir, strerror(errno));
@@ -171,6 +178,48 @@ take_path_setting(enum pce_conf_setting i, const char *option, const char **targ
 }
 
 /*
+ * --debian-cluster VERSION-NAME (systemd's instance of Debian's
+ * postgresql@.service): the configuration is
+ * /etc/postgresql/VERSION/NAME/postgresql.conf (or --config-file), and the
+ * data directory its data_directory, as pg_ctlcluster finds it.  Both are
+ * the postgres account's to write, so they are read with --user's rights
+ * (the data directory is opened as that account too, then must be its own:
+ * open_datadir()), never root's.
+ */
+static void
+read_debian_cluster(char *why, size_t whylen)
+{
+	static char conf_path[PATH_MAX];
+	static char datadir[PCE_CONF_VALUE_MAX];
+	static struct pce_reader user_reader;
+	struct passwd *pw = getpwnam(opt.user);
+	const char *name = strchr(opt.debian_cluster, '-') + 1;	/* validated: VERSION-NAME */
+	const char *problem;
+
+	if (!pw)
+		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
+	pce_reader_from_uid(pw->pw_uid, pw->pw_gid, &user_reader);
+	if (!opt.config_file)
+	{
+		snprintf(conf_path, sizeof(conf_path), "/etc/postgresql/%.*s/%s/postgresql.conf",
+				 (int) (name - 1 - opt.debian_cluster), opt.debian_cluster, name);
+		opt.config_file = conf_path;
+	}
+	cluster_conf.reader = &user_reader;
+	if (pce_read_config_file(AT_FDCWD, opt.config_file, opt.config_file, false, &cluster_conf, why, whylen) != 0)
+		pce_fail("cluster %s: %s", opt.debian_cluster, why);
+	if (!cluster_conf.value[PCE_CONF_DATA_DIRECTORY][0])
+		pce_fail("cluster %s: %s sets no data_directory", opt.debian_cluster, opt.config_file);
+	problem = pce_path_problem(cluster_conf.value[PCE_CONF_DATA_DIRECTORY]);
+	if (problem)
+		pce_fail("%s: invalid data_directory: %s", cluster_conf.where[PCE_CONF_DATA_DIRECTORY], problem);
+	snprintf(datadir, sizeof(datadir), "%s", cluster_conf.value[PCE_CONF_DATA_DIRECTORY]);
+	opt.datadir = datadir;
+	open_datadir(&user_reader);
+	cluster_conf.reader = &cluster_owner;
+}
+
+/*
  * Take pg_cache_ext.mode, .bpffs_dir and .cgroup from the server's
  * configuration files, so that they are set in one place; options given on
  * the command line win.  The data directory's files are opened below its
@@ -183,16 +232,22 @@ apply_cluster_config(void)
 	char		shown[PATH_MAX];
 	char		auto_shown[PATH_MAX];
 
-	if (!opt.datadir)
+	if (opt.debian_cluster)
+		read_debian_cluster(why, sizeof(why));
+	else if (!opt.datadir)
 		return;					/* --cluster-id alone: nothing to read */
-	open_datadir();
-	cluster_conf.reader = &cluster_owner;
-	snprintf(shown, sizeof(shown), "%s/postgresql.conf", opt.datadir);
+	else
+	{
+		open_datadir(NULL);
+		cluster_conf.reader = &cluster_owner;
+		snprintf(shown, sizeof(shown), "%s/postgresql.conf", opt.datadir);
+		if ((opt.config_file ?
+			 pce_read_config_file(AT_FDCWD, opt.config_file, opt.config_file, false, &cluster_conf, why, sizeof(why)) :
+			 pce_read_config_file(datadir_fd, "postgresql.conf", shown, true, &cluster_conf, why, sizeof(why))) != 0)
+			pce_fail("%s", why);
+	}
 	snprintf(auto_shown, sizeof(auto_shown), "%s/postgresql.auto.conf", opt.datadir);
-	if ((opt.config_file ?
-		 pce_read_config_file(AT_FDCWD, opt.config_file, opt.config_file, false, &cluster_conf, why, sizeof(why)) :
-		 pce_read_config_file(datadir_fd, "postgresql.conf", shown, true, &cluster_conf, why, sizeof(why))) != 0 ||
-		pce_read_config_file(datadir_fd, "postgresql.auto.conf", auto_shown, true, &cluster_conf, why, sizeof(why)) != 0)
+	if (pce_read_config_file(datadir_fd, "postgresql.auto.conf", auto_shown, true, &cluster_conf, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 
 	if (cluster_conf.value[PCE_CONF_MODE][0] && !opt.mode_given)
@@ -470,6 +525,17 @@ decide(struct plan *pl)
 		pce_fail("%s", pl->cgroup_why);	/* asked for by name: never another one */
 }
 
+/* Is the pin root's parent a bpffs (now)? */
+static bool
+bpffs_mounted_at_parent(void)
+{
+	char		parent[PATH_MAX];
+	struct statfs fs;
+
+	pce_bpffs_parent(opt.bpffs_dir, parent, sizeof(parent));
+	return statfs(parent, &fs) == 0 && fs.f_type == BPF_FS_MAGIC;
+}
+
 static void
 do_check(const struct plan *pl)
 {
@@ -481,7 +547,8 @@ do_check(const struct plan *pl)
 	uname(&u);
 	printf("kernel:            %s\n", u.release);
 	printf("cache_ext:         %s (%s)\n", pl->has_cache_ext ? "yes" : "no", pl->has_why);
-	printf("bpffs:             mounted\n");
+	printf("bpffs:             %s\n", bpffs_mounted_at_parent() ? "mounted" :
+		   "not mounted yet (the loader mounts its own when it may)");
 	printf("cluster id:        %s\n", cluster_id);
 	printf("pin directory:     %s (%s)\n", pins.shown,
 		   pins.dir_fd >= 0 ? "exists, maps would be reused" : "would be created");
@@ -571,6 +638,31 @@ install_stock(const struct plan *pl, char *reason, size_t reasonlen)
 	return PCE_MECH_STOCK;
 }
 
+/*
+ * The server finds its pins by path, as the cluster's owner: a directory on
+ * the way that it may not search (systemd mounts /sys/fs/bpf with mode 0700)
+ * leaves it idle, so say so now and load nothing.
+ */
+static void
+check_server_reaches_pins(void)
+{
+	int			fd;
+
+	if (!cluster_owner.set)
+		return;					/* --cluster-id alone: no account known */
+	fd = pce_openat2_as(&cluster_owner, AT_FDCWD, pins.shown, O_PATH | O_DIRECTORY, 0);
+	if (fd >= 0)
+	{
+		close(fd);
+		return;
+	}
+	if (errno == EACCES)
+		pce_fail("the cluster's account \"%s\" cannot reach %s: a directory on the way is not searchable "
+			 "for it (systemd mounts /sys/fs/bpf with mode 0700); keep the pins on a bpffs it can reach, "
+			 "e.g. the default --bpffs-dir %s, which the loader mounts itself (do not loosen /sys/fs/bpf)",
+			 opt.user, pins.shown, PCE_DEFAULT_BPFFS_DIR);
+}
+
 static void
 do_install(const struct plan *pl)
 {
@@ -585,6 +677,7 @@ do_install(const struct plan *pl)
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	pce_policy_resume_interrupted(&pins);
+	check_server_reaches_pins();
 
 	/*
 	 * The tracker object owns the map definitions; load it first in every

@@ -10,7 +10,9 @@
  *
  *	- bpffs_dir is resolved with openat2(RESOLVE_NO_SYMLINKS): a symlink
  *	  anywhere in it is refused, and what was checked is what is used;
- *	- its parent must be a bpffs; the pin root itself must be a directory of
+ *	- its parent must be a bpffs, which the loader mounts itself when it is
+ *	  not one (bpffs_mount.c: the default /run/pg_cache_ext, reachable by the
+ *	  server where systemd's /sys/fs/bpf is not); the pin root itself must be a directory of
  *	  root's on the same mount (the bpffs mount itself is never chowned or
  *	  chmodded), the cluster's directory too;
  *	- directories are made with mkdirat() and changed with fchown()/fchmod()
@@ -47,6 +49,7 @@
 
 #include "pg_cache_ext.h"
 #include "pce_bpffs.h"
+#include "bpffs_mount.h"
 #include "pins.h"
 #include "safe_open.h"
 
@@ -83,25 +86,53 @@ static const struct
 /* a loader waits this long for another (whose policy detach may take 60 s) */
 #define PCE_LOCK_WAIT_MS	120000
 
-/* <bpffs_dir>'s parent, which must be a bpffs mount; base gets the last component. */
 static int
-open_parent(const char *bpffs_dir, char *base, size_t baselen, char *err, size_t errlen)
+open_parent_dir(const char *parent, char *err, size_t errlen)
+{
+	int			fd = pce_openat2(AT_FDCWD, parent, O_PATH | O_DIRECTORY,
+								 RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+
+	if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
+		snprintf(err, errlen, "cannot use \"%s\": %s", parent, pce_open_error(errno));
+	return fd;
+}
+
+/*
+ * <bpffs_dir>'s parent, which must be a bpffs mount: when installing, the
+ * loader mounts one there if it may (bpffs_mount.c).  base gets the last
+ * component.  -1 with err; -2 when the parent does not exist and nothing
+ * is installed (nothing to read or remove then).
+ */
+static int
+open_parent(const char *bpffs_dir, enum pce_pins_use use, char *base, size_t baselen,
+			char *err, size_t errlen)
 {
 	char		parent[PATH_MAX];
+	char		why[PATH_MAX + 256] = "";
 	int			fd;
 
 	snprintf(base, baselen, "%s", strrchr(bpffs_dir, '/') + 1);	/* the path rule leaves a slash and a name */
 	pce_bpffs_parent(bpffs_dir, parent, sizeof(parent));
-	fd = pce_openat2(AT_FDCWD, parent, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	fd = open_parent_dir(parent, err, errlen);
 	if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
-	{
-		snprintf(err, errlen, "cannot use \"%s\": %s", parent, pce_open_error(errno));
 		return -1;
+	if (fd < 0 && errno == ENOENT && use != PCE_PINS_INSTALL)
+		return -2;
+	if ((fd < 0 || !pce_fd_on_bpffs(fd)) && use == PCE_PINS_INSTALL)
+	{
+		if (fd >= 0)
+			close(fd);
+		if (pce_mount_own_bpffs(parent, why, sizeof(why)) < 0)
+		{
+			snprintf(err, errlen, "%s", why);
+			return -1;
+		}
+		fd = open_parent_dir(parent, err, errlen);
 	}
 	if (fd < 0 || !pce_fd_on_bpffs(fd))
 	{
-		snprintf(err, errlen, "bpffs is not mounted: %s is not a bpffs mount (mount -t bpf bpf %s)",
-				 parent, parent);
+		snprintf(err, errlen, "bpffs is not mounted: %s (mount -t bpf bpf %s)",
+				 why[0] ? why : "not a bpffs mount", parent);
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -203,8 +234,10 @@ static int
 open_root(const char *bpffs_dir, enum pce_pins_use use, struct pce_pins *p, char *err, size_t errlen)
 {
 	char		base[PATH_MAX];
-	int			parent = open_parent(bpffs_dir, base, sizeof(base), err, errlen);
+	int			parent = open_parent(bpffs_dir, use, base, sizeof(base), err, errlen);
 
+	if (parent == -2)
+		return 0;				/* no bpffs yet, so no pins: nothing to read or remove */
 	if (parent < 0)
 		return -1;
 	p->root_fd = open_own_dir(parent, base, bpffs_dir, use, 0711, err, errlen);

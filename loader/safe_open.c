@@ -43,15 +43,23 @@ int
 pce_reader_from_owner(int dirfd, struct pce_reader *r)
 {
 	struct stat st;
+
+	if (fstat(dirfd, &st) != 0)
+		return -1;
+	pce_reader_from_uid(st.st_uid, st.st_gid, r);
+	return 0;
+}
+
+void
+pce_reader_from_uid(uid_t uid, gid_t gid, struct pce_reader *r)
+{
 	struct passwd *pw;
 	int			n;
 
 	memset(r, 0, sizeof(*r));
-	if (fstat(dirfd, &st) != 0)
-		return -1;
-	r->uid = st.st_uid;
-	r->gid = st.st_gid;
-	pw = getpwuid(st.st_uid);
+	r->uid = uid;
+	r->gid = gid;
+	pw = getpwuid(uid);
 	if (pw)
 	{
 		r->gid = pw->pw_gid;
@@ -66,7 +74,6 @@ pce_reader_from_owner(int dirfd, struct pce_reader *r)
 		r->ngroups = 1;
 	}
 	r->set = true;
-	return 0;
 }
 
 /* Become r for filesystem checks; false (and nothing changed) if we cannot. */

@@ -35,6 +35,8 @@ extern int	pce_openat2(int dirfd, const char *path, int flags, unsigned long lon
 /* The owner of the directory dirfd, with that user's groups; -1 with errno. */
 extern int	pce_reader_from_owner(int dirfd, struct pce_reader *r);
 
+extern void pce_reader_from_uid(uid_t uid, gid_t gid, struct pce_reader *r);
+
 /*
  * pce_openat2() with the filesystem identity (uid, gid, groups) of r, so
  * that permission checks are those r would meet; the loader's own identity

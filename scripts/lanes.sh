@@ -6,6 +6,9 @@
 #   lane pkg: scripts/package-test.sh on the host, last: the Debian packages
 #             built from the tree, installed, tested, and purged again;
 #             pkg-17, pkg-18: the same in a chroot lane's chroot
+#   lane vm12, vm13: the deployment test in QEMU VMs that boot Debian 12's and
+#   13's own kernels (6.1, 6.12) with systemd and PostgreSQL 15, 17
+#   (scripts/vm-lane.sh; images built once below /var/tmp/pce-vms)
 #
 # The lane whose Debian release is the host's runs scripts/test.sh on the
 # host: the whole suite, kernel lab included.  Every other lane runs in a
@@ -30,8 +33,9 @@ cd "$(dirname "$0")/.."
 SRC=$PWD
 CHROOTS=/var/tmp/pce-chroots
 # every lane, by PostgreSQL major version (suite_of gives each its Debian
-# suite), and pkg (the host's Debian packages)
-ALL_LANES="15 17 18 pkg"
+# suite), then the VM lanes (scripts/vm-lane.sh), then pkg (the host's
+# Debian packages)
+ALL_LANES="15 17 18 vm12 vm13 pkg"
 # packages a chroot lane needs; libclang-rt for the installed clang is added
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
@@ -44,6 +48,8 @@ suite_of() {
 	18) echo forky ;;
 	pkg) host_suite ;;
 	pkg-*) suite_of "${1#pkg-}" ;;
+	vm12) echo "bookworm VM" ;;
+	vm13) echo "trixie VM" ;;
 	*) return 1 ;;
 	esac
 }
@@ -149,9 +155,11 @@ mount_root() {
 	done
 }
 
-# unmount in reverse order; recursive for the rbind, lazy if busy
+# unmount in reverse order; recursive for the rbind, lazy if busy; first the
+# bpffs the loader mounted in the chroot (its pins go with it)
 umount_root() {
 	local root=$1 m
+	! mountpoint -q "$root/run/pg_cache_ext" || umount -l "$root/run/pg_cache_ext" || true
 	for m in $(echo $LANE_MOUNTS | tr ' ' '\n' | tac); do
 		mountpoint -q "$root/$m" || continue
 		umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m" || true
@@ -165,6 +173,11 @@ umount_root() {
 lane_unavailable() {
 	local v=${1#pkg-} suite host
 	suite=$(suite_of "$v")
+	if [[ $v == vm* ]]; then
+		command -v qemu-system-x86_64 >/dev/null || command -v apt-get >/dev/null ||
+			{ echo "no qemu-system-x86_64 and no apt-get to install it"; return 0; }
+		[ -f "/var/tmp/pce-vms/${suite% VM}/root/.pce-stamp" ] && return 1
+	fi
 	[ -d /sys/fs/bpf ] || { echo "no /sys/fs/bpf on this kernel"; return 0; }
 	chroot_complete "$CHROOTS/$suite" "$(stamp_key "$v" "$suite")" && return 1
 	command -v debootstrap >/dev/null || command -v apt-get >/dev/null ||
@@ -191,6 +204,7 @@ run_lane() {
 	local lane=$1 v=${1#pkg-} suite root dst
 	suite=$(suite_of "$v")
 	[ "$lane" = pkg ] && exec bash "$SRC/scripts/package-test.sh"
+	[[ $v == vm* ]] && exec bash "$SRC/scripts/vm-lane.sh" "$v"
 	if [ "$suite" = "$(host_suite)" ]; then
 		exec env PCE_IN_LANE=1 bash "$SRC/scripts/test.sh"
 	fi
@@ -242,6 +256,7 @@ main() {
 	for v in $lanes; do
 		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
 		where="$suite chroot"
+		[[ $v == vm* ]] && where="$suite"
 		[ "$suite" = "$(host_suite)" ] && where="host"
 		[ "$v" = pkg ] && where="host, Debian packages"
 		[ "${v#pkg-}" != "$v" ] && where="$suite chroot, Debian packages"
@@ -268,7 +283,9 @@ main() {
 }
 
 LANE_LINES=()
-if [ "${1:-}" = "--lane" ]; then
+if [ "${1:-}" = "--functions" ]; then
+	return 0 # sourced by vm-lane.sh for its helpers
+elif [ "${1:-}" = "--lane" ]; then
 	run_lane "$2"
 elif [ "${1:-}" = "--build" ]; then
 	# only make (or check) the chroot of lane $2

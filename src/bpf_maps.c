@@ -46,6 +46,7 @@
 #include "pg_cache_ext_int.h"
 #include "pce_bpffs.h"
 #include "pce_pin_trust.h"
+#include "pce_paths.h"
 
 typedef struct PceMap
 {
@@ -118,6 +119,29 @@ pce_maps_error(void)
 }
 
 /*
+ * The first directory on path that this process may not search, into dir;
+ * false if there is none.  (systemd mounts /sys/fs/bpf with mode 0700: a
+ * pin root below it is out of the server's reach whatever the pins' modes.)
+ */
+static bool
+unsearchable_dir(const char *path, char *dir, size_t dirlen)
+{
+	struct stat st;
+
+	strlcpy(dir, path, dirlen);
+	for (char *slash = strchr(dir + 1, '/');; slash = strchr(slash + 1, '/'))
+	{
+		if (slash)
+			*slash = '\0';
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, X_OK) != 0 && errno == EACCES)
+			return true;
+		if (!slash)
+			return false;
+		*slash = '/';
+	}
+}
+
+/*
  * Why can't we use the pin directory?  One line, for status and logs.
  */
 static void
@@ -125,9 +149,20 @@ diagnose(const char *path, int err)
 {
 	struct stat st;
 	char		parent[MAXPGPATH];
+	char		closed[MAXPGPATH];
 	int			parent_fd;
 	bool		on_bpffs;
 
+	if (unsearchable_dir(path, closed, sizeof(closed)) && stat(closed, &st) == 0)
+	{
+		snprintf(error_reason, sizeof(error_reason),
+				 "pins unreachable: the server's user may not search %s (mode %04o, owner uid %u; systemd "
+				 "mounts /sys/fs/bpf so), so no pin below it can be used: keep the pins where the server "
+				 "reaches them, e.g. pg_cache_ext.bpffs_dir and the loader's --bpffs-dir at their default "
+				 "%s (a bpffs the loader mounts itself), rather than loosening %s",
+				 closed, (unsigned) (st.st_mode & 07777), (unsigned) st.st_uid, PCE_DEFAULT_BPFFS_DIR, closed);
+		return;
+	}
 	pce_bpffs_parent(pce_bpffs_dir, parent, sizeof(parent));
 	parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	on_bpffs = parent_fd >= 0 && pce_fd_on_bpffs(parent_fd);
@@ -136,12 +171,16 @@ diagnose(const char *path, int err)
 
 	if (!on_bpffs)
 		snprintf(error_reason, sizeof(error_reason),
-				 "bpffs is not mounted at %s (mount -t bpf bpf %s, then run pg_cache_ext_loader)",
-				 parent, parent);
+				 "bpffs is not mounted at %s: pg_cache_ext_loader has not run since boot, or failed "
+				 "(it mounts one there when it may; run pg_cache_ext_loader -D %s: under systemd the "
+				 "drop-in runs it at each start of the cluster and logs why it failed in the unit's journal)",
+				 parent, DataDir);
 	else if (stat(pce_pin_dir(), &st) != 0 && errno == ENOENT)
 		snprintf(error_reason, sizeof(error_reason),
-				 "pins missing: %s does not exist (the loader has not run for this cluster: "
-				 "pg_cache_ext_loader -D %s)", pce_pin_dir(), DataDir);
+				 "pins missing: %s does not exist (pg_cache_ext_loader has not run for this cluster, "
+				 "or failed: under systemd the drop-in runs it at each start of the cluster and logs "
+				 "why it failed in the unit's journal; by hand: pg_cache_ext_loader -D %s)",
+				 pce_pin_dir(), DataDir);
 	else if (err == EACCES || err == EPERM)
 		snprintf(error_reason, sizeof(error_reason),
 				 "permission denied on %s: pins must be group of the server's user with mode 0660 "

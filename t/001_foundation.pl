@@ -51,7 +51,7 @@ like($err, qr/^pg_cache_ext_loader: error: bpffs is not mounted: .*not a bpffs m
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir);
 ok($ok, 'loader --check as root succeeds');
 like($out, qr/would load:\s+(stock-kernel tracker|cache_ext policy)/, '--check says what it would load');
-ok(!-e "/sys/fs/bpf/pg_cache_ext/" . cluster_id($node), '--check created nothing');
+ok(!-e "/run/pg_cache_ext/pins/" . cluster_id($node), '--check created nothing');
 ($ok, $out, $err) = root('loader', '-D', '/nonexistent');
 like($err, qr/cannot open "\/nonexistent\/global\/pg_control"/, 'loader: a bad data directory is one clear error');
 ($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--mode', 'bogus');
@@ -110,7 +110,7 @@ $node->adjust_conf('postgresql.conf', 'pg_cache_ext.mode', "'auto'");
 # ---- loader run: active, pins group postgres mode 0660 ----
 ($ok, $out, $err) = load_bpf($node);
 ok($ok, 'loader runs') or diag($err);
-my $pindir = "/sys/fs/bpf/pg_cache_ext/" . cluster_id($node);
+my $pindir = "/run/pg_cache_ext/pins/" . cluster_id($node);
 my @st = stat("$pindir/scan_pids");
 is(sprintf('%04o', $st[2] & 07777), '0660', 'scan_pids pin is mode 0660');
 is(scalar getgrgid($st[5]), 'postgres', 'scan_pids pin is group postgres');

@@ -257,7 +257,7 @@ ok(!$ok, 'a file that includes itself is refused');
 like($err, qr/self.conf line 1: configuration includes nested more than 10 deep/, 'one clear error');
 
 # ---- the loader touches only its own pins in a pin directory ----
-my $pindir = "/sys/fs/bpf/pg_cache_ext/$id";
+my $pindir = "/run/pg_cache_ext/pins/$id";
 sub pin_stat
 {
 	my @st = lstat(shift) or return "missing: $!";

@@ -20,6 +20,9 @@ stat() { psqlc -c "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
 resident() { psqlc -c "SELECT round(100 * cached_fraction) FROM cache_ext_relation_cache('$1')"; }
 
 start_watchdog "${PCE_LAB_WATCHDOG:-250}" 40
+# the loader mounts its bpffs at /run/pg_cache_ext only in a directory no one
+# but root may write: /run as on a real host (the lab mounts its tmpfs 1777)
+chmod 0755 /run
 prepare_pg_runtime
 cp -a "$W/pgdata" "$DATA" || { echo "RESULT loader_copy_rc=1"; exit 1; }
 cat >> "$DATA/postgresql.conf" <<CONF
@@ -46,7 +49,7 @@ swapper=$!
 attached=0
 for i in 1 2 3 4 5 6 7 8 9 10; do
 	"$LOADER" -D "$DATA" --mode cache_ext --cgroup /tmp/cache_ext_link >/dev/null 2>&1
-	[ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && attached=$((attached + 1))
+	[ -e /run/pg_cache_ext/pins/*/policy_link ] && attached=$((attached + 1))
 	"$LOADER" -D "$DATA" --unload >/dev/null 2>&1
 done
 kill "$swapper"; wait "$swapper" 2>/dev/null
@@ -54,13 +57,13 @@ echo "RESULT loader_swapped_cgroup_attached=$attached"
 echo "RESULT loader_other_memory_max=$(cat "$OTHER/memory.max")"
 echo "pg_cache_ext.cgroup = '$OTHER'" >> "$DATA/postgresql.auto.conf"
 "$LOADER" -D "$DATA" --mode cache_ext 2>&1 | sed 's/^/LAB-TEST: auto.conf cgroup: /'
-echo "RESULT loader_autoconf_cgroup_attached=$([ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && echo 1 || echo 0)"
+echo "RESULT loader_autoconf_cgroup_attached=$([ -e /run/pg_cache_ext/pins/*/policy_link ] && echo 1 || echo 0)"
 sed -i '/^pg_cache_ext.cgroup/d' "$DATA/postgresql.auto.conf"
 "$LOADER" -D "$DATA" --unload >/dev/null 2>&1
 rmdir "$OTHER" /tmp/cache_ext_link 2>/dev/null; rm -f /tmp/cache_ext_link
 
 "$LOADER" -D "$DATA" --cgroup "$CG" 2>&1 | sed 's/^/LAB-TEST: /'
-echo "RESULT loader_rc=$([ -e /sys/fs/bpf/pg_cache_ext/*/policy_link ] && echo 0 || echo 1)"
+echo "RESULT loader_rc=$([ -e /run/pg_cache_ext/pins/*/policy_link ] && echo 0 || echo 1)"
 
 sync; echo 3 > /proc/sys/vm/drop_caches
 sh -c 'echo $$ > "$0/cgroup.procs" && exec runuser -u postgres -- "$1/pg_ctl" -D "$2" -l /mnt/pg.log -w start >/dev/null' \

@@ -39,7 +39,7 @@ cflags="-O2 -g -Wall -I$build/bpf -I$repo/bpf -I$repo/loader"
 if [ ! -f "$build/bpf/policy.skel.h" ]; then
 	make -s -C "$build" bpf/policy.skel.h >&2
 fi
-cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/loader/policy.c" "$repo/loader/pins.c" "$repo/loader/safe_open.c" -lbpf -lelf -lz
+cc $cflags -o "$work/pce_policy_tool" "$repo/test/pce_policy_tool.c" "$repo/loader/policy.c" "$repo/loader/pins.c" "$repo/loader/bpffs_mount.c" "$repo/loader/safe_open.c" -lbpf -lelf -lz
 cc $cflags -o "$work/pce_mark_self" "$repo/test/pce_mark_self.c" -lbpf -lelf -lz
 cp "$here/inside-$scenario.sh" "$work/inside.sh"
 cp "$here/lab-common.sh" "$work/lab-common.sh"

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# vm-lane.sh - the deployment test: pg_cache_ext installed as a user would on
+# a Debian server that boots Debian's own kernel with systemd as PID 1, in a
+# QEMU VM (software emulation: KVM does not work on these machines).
+#
+#   bash scripts/vm-lane.sh vm12     Debian 12 bookworm: kernel 6.1, PostgreSQL 15
+#   bash scripts/vm-lane.sh vm13     Debian 13 trixie: kernel 6.12, PostgreSQL 17
+#   bash scripts/vm-lane.sh --build vm12   only make (or check) the image's root
+#
+# The VM's root is a debootstrap of the suite with linux-image-amd64 (and its
+# initramfs), systemd-sysv, PostgreSQL (its main cluster made by the package,
+# as on any server) and the build tools, made once below
+# /var/tmp/pce-vms/SUITE/root and reused while its stamp matches.  Each run
+# copies this source tree into it, builds it there (make: before boot, in a
+# chroot), writes an ext4 disk image from the root (raw, sparse) and boots it
+# twice with QEMU: test/vm/guest-test.sh runs at boot as a systemd unit and
+# does the rest inside as a user would (make install, the drop-in, the
+# configuration, systemctl), reboots the VM once, and prints TAP lines
+# "PCEVM ok N - ..." on the serial console, which this script counts.
+#
+# Prints "N passed, N failed, N skipped" (the line lanes.sh reads).
+#   PCE_VM_REBUILD=1    rebuild the root even if complete
+#   PCE_VM_TIMEOUT=1200 seconds the VM may run (both boots)
+#   PCE_VM_BREAK=pins   break the deployment on purpose (pins the server cannot
+#                       reach): the run must then fail
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=$PWD
+VMS=/var/tmp/pce-vms
+VM_PKGS="linux-image-amd64 systemd-sysv udev initramfs-tools kmod util-linux util-linux-extra procps
+	postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev zlib1g-dev
+	make gcc pkg-config xz-utils"
+VM_MOUNTS="proc sys dev dev/pts dev/shm"
+
+. "$SRC/scripts/lanes.sh" --functions
+
+vm_suite() {
+	case "$1" in
+	vm12) echo "bookworm 15" ;;
+	vm13) echo "trixie 17" ;;
+	*) return 1 ;;
+	esac
+}
+
+vm_stamp_key() {
+	printf 'suite=%s\npackages=%s\nlayout=2\n' "$1" "${VM_PKGS//@V@/$2}" | tr -s ' \t\n' ' '
+}
+
+vm_mount() {
+	local root=$1 m
+	for m in $VM_MOUNTS; do
+		mountpoint -q "$root/$m" && continue
+		mkdir -p "$root/$m"
+		case "$m" in
+		proc) mount -t proc proc "$root/proc" ;;
+		*) mount --bind "/$m" "$root/$m" && mount --make-slave "$root/$m" ;;
+		esac
+	done
+}
+
+vm_umount() {
+	local root=$1 m
+	for m in $(echo $VM_MOUNTS | tr ' ' '\n' | tac); do
+		mountpoint -q "$root/$m" || continue
+		umount -R "$root/$m" 2>/dev/null || umount -R -l "$root/$m" || true
+	done
+}
+
+# What makes the debootstrap root a machine: its disk, its console, no slow
+# units it does not need, and the unit that runs the test at boot.
+configure_vm_root() {
+	local root=$1 suite=$2
+	echo "pce-$suite" >"$root/etc/hostname"
+	echo '/dev/vda / ext4 rw,errors=remount-ro 0 1' >"$root/etc/fstab"
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" # no daemons in the chroot
+	chmod 0755 "$root/usr/sbin/policy-rc.d"
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+}
+
+build_vm_root() {
+	local vm=$1 suite=$2 v=$3 root=$4 key=$5 t0=$SECONDS
+	echo "$vm: building $root (debootstrap $suite, kernel, PostgreSQL $v)"
+	vm_umount "$root"
+	grep -q " $root/" /proc/mounts && { echo "vm-lane.sh: $root still has mounts" >&2; return 1; }
+	rm -rf --one-file-system "$root"
+	mkdir -p "$root"
+	debootstrap --variant=minbase "$suite" "$root" "$(mirror)" >"$root.debootstrap.log" 2>&1 ||
+		{ tail -20 "$root.debootstrap.log"; return 1; }
+	configure_vm_root "$root" "$suite"
+	vm_mount "$root"
+	in_root "$root" apt-get update -qq
+	in_root "$root" apt-get install -y -qq --no-install-recommends ${VM_PKGS//@V@/$v} >"$root.apt.log" 2>&1 ||
+		{ tail -20 "$root.apt.log"; return 1; }
+	in_root "$root" apt-get clean
+	rm -f "$root/usr/sbin/policy-rc.d"
+	vm_umount "$root"
+	echo "$key" >"$root/.pce-stamp" # written last: the root is complete
+	echo "$vm: root built in $(fmt_time $((SECONDS - t0)))"
+}
+
+ensure_vm_root() {
+	local vm=$1 suite=$2 v=$3 root=$4 key
+	key=$(vm_stamp_key "$suite" "$v")
+	if [ -z "${PCE_VM_REBUILD:-}" ] && [ -f "$root/.pce-stamp" ] && [ "$(cat "$root/.pce-stamp")" = "$key" ]; then
+		echo "$vm: reusing $root"
+		return 0
+	fi
+	build_vm_root "$vm" "$suite" "$v" "$root" "$key"
+}
+
+# This tree, built in the VM's root (a chroot, before boot), and the test unit.
+stage_source() {
+	local root=$1 v=$2 dst=$1/root/pg_cache_ext
+	rm -rf "$dst"
+	mkdir -p "$dst"
+	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results -cf - . | tar -C "$dst" -xf -
+	vm_mount "$root"
+	in_root "$root" make -s -C /root/pg_cache_ext clean >/dev/null 2>&1 || true
+	in_root "$root" make -s -C /root/pg_cache_ext >"$root.make.log" 2>&1 || { tail -30 "$root.make.log"; return 1; }
+	vm_umount "$root"
+	install -m 0755 "$SRC/test/vm/guest-test.sh" "$root/root/pce-guest-test.sh"
+	install -m 0644 "$SRC/test/vm/pce-guest-test.service" "$root/etc/systemd/system/pce-guest-test.service"
+	ln -sf /etc/systemd/system/pce-guest-test.service "$root/etc/systemd/system/multi-user.target.wants/"
+	rm -rf "$root/var/lib/pce-guest-test"
+	mkdir -p "$root/var/lib/pce-guest-test"
+	printf 'PG_MAJOR=%s\nPCE_VM_BREAK=%s\n' "$v" "${PCE_VM_BREAK:-}" >"$root/var/lib/pce-guest-test/env"
+}
+
+# Boot the disk until the guest powers off (it reboots once by itself).
+boot_vm() {
+	local root=$1 disk=$2 log=$3 kernel initrd
+	kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -1)
+	initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -1)
+	timeout "${PCE_VM_TIMEOUT:-1200}" qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic \
+		-kernel "$kernel" -initrd "$initrd" -drive file="$disk",if=virtio,format=raw \
+		-append 'root=/dev/vda rw console=ttyS0 quiet' </dev/null 2>&1 |
+		sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\r$//' >"$log" || true
+}
+
+run_vm_lane() {
+	local vm=$1 suite v root disk log t0 pass fail
+	read -r suite v <<<"$(vm_suite "$vm")" || { echo "vm-lane.sh: no VM lane $vm (vm12, vm13)" >&2; exit 2; }
+	root=$VMS/$suite/root
+	mkdir -p "$VMS/$suite"
+	command -v qemu-system-x86_64 >/dev/null ||
+		apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null
+	command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
+	exec 8>"$VMS/$suite.lock"
+	flock 8
+	VM_ROOT=$root
+	trap 'vm_umount "$VM_ROOT"' EXIT
+	ensure_vm_root "$vm" "$suite" "$v" "$root"
+	[ "${2:-}" = --build-only ] && return 0
+	t0=$SECONDS
+	stage_source "$root" "$v"
+	disk=$VMS/$suite/disk.img
+	rm -f "$disk"
+	truncate -s 8G "$disk"
+	mkfs.ext4 -q -F -d "$root" "$disk"
+	echo "$vm: built and disk written in $(fmt_time $((SECONDS - t0)))"
+	log=$VMS/$suite/console.log
+	t0=$SECONDS
+	boot_vm "$root" "$disk" "$log"
+	echo "$vm: VM ran $(fmt_time $((SECONDS - t0))) (console: $log)"
+	# the guest's lines, wherever the console put them
+	grep -ao 'PCEVM .*' "$log" | sed 's/^PCEVM //' || true
+	pass=$({ grep -ao 'PCEVM ok .*' "$log" || true; } | wc -l)
+	fail=$({ grep -ao 'PCEVM not ok .*' "$log" || true; } | wc -l)
+	if ! grep -aq 'PCEVM done' "$log"; then
+		echo "$vm: the guest test did not finish (see $log)"
+		fail=$((fail + 1))
+	fi
+	rm -f "$disk"
+	echo "$pass passed, $fail failed, 0 skipped"
+	[ "$fail" -eq 0 ]
+}
+
+if [ "${1:-}" = --build ]; then
+	run_vm_lane "$2" --build-only
+else
+	run_vm_lane "${1:-}"
+fi

@@ -1,0 +1,117 @@
+# Pins the server can reach on a systemd host, whose /sys/fs/bpf is mode 0700
+# (systemd's mount-setup table), without loosening it.  Each cluster runs in
+# a private mount namespace made like such a host (test/root-helper
+# systemd-bpffs-start: bpffs mode 0700 at /sys/fs/bpf, a /run of its own),
+# so the host's mounts stay as they were.
+#
+# With the defaults the loader mounts a bpffs of its own at /run/pg_cache_ext
+# (mode 0711) and the extension is active: a cold marked scan is tracked.
+# With the pins below systemd's /sys/fs/bpf (the default before), the loader
+# refuses to load and the idle server names the directory it cannot search
+# and the cure.
+use strict;
+use warnings;
+use lib 't';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PceTest;
+
+my $host_bpf_mode = (stat '/sys/fs/bpf')[2] & 07777;
+
+# Start $node's server in a systemd-like namespace after the loader ran
+# there with @loader_args; returns what the helper printed, as a hash.
+sub start_like_systemd
+{
+	my ($node, @loader_args) = @_;
+	my ($ok, $out, $err) =
+	  root('systemd-bpffs-start', $node->data_dir, $node->logfile, @loader_args);
+	diag($err) if $err;
+	$node->_update_pid(1);
+	my %said = map { split / /, $_, 2 } grep { /^\w+ / } split /\n/, $out // '';
+	return (\%said, $err // '');
+}
+
+# ---- the defaults: the loader's own bpffs, reachable, active ----
+my $node = new_node('systemd', 'pg_cache_ext.scan_threshold' => 0, 'autovacuum' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+my ($said, $err) = start_like_systemd($node);
+is($said->{sys_fs_bpf_mode}, '1700', 'in the namespace /sys/fs/bpf is systemd\'s mode 0700 bpffs');
+is($said->{loader_exit}, '0', 'the loader ran with the defaults') or diag($err);
+like($said->{run_pg_cache_ext}, qr/^bpf .*mode=711/,
+	'the loader mounted a bpffs of its own at /run/pg_cache_ext, mode 0711');
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+my $s = status($node);
+is($s->{state}, 'active', 'the extension is active under a 0700 /sys/fs/bpf') or diag($s->{reason});
+like($s->{pin_dir}, qr{^/run/pg_cache_ext/pins/\d+$}, 'its pins are below /run/pg_cache_ext/pins');
+
+# A cold marked scan, for the record (not asserted): seen on 2026-12-03 (6.18,
+# PostgreSQL 15 and 17) the scan is marked (marks_seqscan) but its folios are
+# counted as folios_added_other here, while the same scan is tracked and
+# dropped in the VM lanes (systemd, 6.1 and 6.12) and in t/010.  Not
+# understood yet; the numbers are printed so that every run shows them.
+$node->safe_psql('postgres',
+	"CREATE TABLE t AS SELECT g, repeat('x', 200) AS f FROM generate_series(1, 160000) g");
+$node->safe_psql('postgres', 'VACUUM (FREEZE) t');
+$node->safe_psql('postgres', 'CHECKPOINT');
+root('drop-caches');
+my $before = stat_value($node, 'folios_added_scan');
+$node->safe_psql('postgres', 'SELECT count(*) FROM t');
+note("a cold marked scan of 40 MB: folios_added_scan + "
+	  . (stat_value($node, 'folios_added_scan') - $before) . "; cache_ext_stats(): "
+	  . $node->safe_psql('postgres', "SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() WHERE value <> 0"));
+$node->stop;
+
+is((stat '/sys/fs/bpf')[2] & 07777, $host_bpf_mode, "the host's /sys/fs/bpf is as it was");
+
+# ---- pins below systemd's /sys/fs/bpf: refused by the loader, explained by the server ----
+my $closed = new_node('systemd_closed', 'pg_cache_ext.bpffs_dir' => "'/sys/fs/bpf/pg_cache_ext'");
+($said, $err) = start_like_systemd($closed, '--bpffs-dir', '/sys/fs/bpf/pg_cache_ext');
+is($said->{loader_exit}, '1', 'the loader refuses pins the server cannot reach');
+like($err, qr/^pg_cache_ext_loader: error: the cluster's account "\w+" cannot reach \/sys\/fs\/bpf\/pg_cache_ext\/\d+: .*mode 0700.*default --bpffs-dir \/run\/pg_cache_ext\/pins/m,
+	'one clear error naming the cure');
+$closed->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+is($closed->safe_psql('postgres', 'SELECT 1'), '1', 'queries work');
+$s = status($closed);
+is($s->{state}, 'idle', 'the server is idle');
+like($s->{reason},
+	qr{^pins unreachable: the server's user may not search /sys/fs/bpf \(mode 1700, owner uid 0; .*default /run/pg_cache_ext/pins.*rather than loosening /sys/fs/bpf},
+	'the reason names the directory it cannot search and the cure');
+$closed->stop;
+is((stat '/sys/fs/bpf')[2] & 07777, $host_bpf_mode, "the host's /sys/fs/bpf is still as it was");
+
+# ---- --debian-cluster (the drop-in's way): data_directory read as the cluster's account ----
+my $deb = new_node('debian_cluster');
+my $conf = $deb->basedir . '/debian.conf';
+my $write_conf = sub {
+	open my $fh, '>', $conf or die $!;
+	print $fh "# as /etc/postgresql/VERSION/NAME/postgresql.conf\n@_\n";
+	close $fh;
+};
+$write_conf->("data_directory = '" . $deb->data_dir . "'");
+my ($ok, $out);
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+ok($ok, '--debian-cluster: the loader takes the data directory from data_directory') or diag($err);
+$deb->start;
+$deb->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
+is(status($deb)->{state}, 'active', '--debian-cluster: that cluster is active');
+$deb->stop;
+($ok, $out, $err) = root('loader', '--unload', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+ok($ok, '--debian-cluster --unload') or diag($err);
+
+$write_conf->("data_directory = '/root'");
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+ok(!$ok, 'a data_directory the cluster\'s account cannot open is refused (it is opened as that account)');
+like($err, qr/^pg_cache_ext_loader: error: cannot open "\/root\/global\/pg_control": Permission denied/m,
+	'one clear error');
+$write_conf->("port = 5432");
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-pcetest', '--config-file', $conf);
+like($err, qr/^pg_cache_ext_loader: error: cluster 15-pcetest: \S+debian.conf sets no data_directory/m,
+	'no data_directory: one clear error');
+($ok, $out, $err) = root('loader', '--debian-cluster', '15/main');
+like($err, qr/^pg_cache_ext_loader: error: invalid --debian-cluster "15\/main": use VERSION-NAME/m,
+	'a bad instance name: one clear error');
+($ok, $out, $err) = root('loader', '--debian-cluster', '15-main', '-D', $deb->data_dir);
+like($err, qr/^pg_cache_ext_loader: error: --debian-cluster excludes -D/m, 'not with -D');
+
+done_testing();

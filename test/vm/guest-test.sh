@@ -1,0 +1,202 @@
+#!/bin/bash
+# guest-test.sh - the deployment test inside the VM lane's Debian (see
+# scripts/vm-lane.sh), run as root at every boot by pce-guest-test.service.
+# It does what a user does on a fresh Debian server with PostgreSQL, on
+# Debian's kernel with systemd as PID 1, and checks what the extension does:
+#
+#   boot 1: make install; the drop-in for postgresql@.service; shared_preload_libraries;
+#           systemctl restart postgresql; CREATE EXTENSION; a marked scan's pages leave
+#           the cache while a hot table stays; then reboot
+#   boot 2: the unit made the pins again at boot (same checks); systemctl stop/start;
+#           systemctl reload switching pg_cache_ext.mode off (the scan's pages then stay:
+#           the control) and a smaller scan_budget; a loader that fails (a bad
+#           pg_cache_ext.mode) leaves PostgreSQL running and queries working, and
+#           cache_ext_status() says why; then power off
+#
+# Each check prints "PCEVM ok N - what" or "PCEVM not ok N - what" on the
+# serial console; "PCEVM done" at the end.  Details go to /var/lib/pce-guest-test/log.
+set -u
+STATE=/var/lib/pce-guest-test
+. "$STATE/env" # PG_MAJOR, PCE_VM_BREAK
+V=$PG_MAJOR
+CLUSTER=$V-main
+DATA=/var/lib/postgresql/$V/main
+CONF=/etc/postgresql/$V/main/conf.d/pg_cache_ext.conf
+DROPIN=/etc/systemd/system/postgresql@.service.d
+LOG=$STATE/log
+BUDGET_MB=32 # pg_cache_ext.scan_budget's default
+n=$(cat "$STATE/count" 2>/dev/null || echo 0)
+
+say() { echo "PCEVM $*"; }
+
+# check WHAT COMMAND...: one TAP line
+check() {
+	local what=$1
+	shift
+	n=$((n + 1))
+	echo "$n" >"$STATE/count"
+	echo "== $n $what: $*" >>"$LOG"
+	if "$@" >>"$LOG" 2>&1; then say "ok $n - $what"; else say "not ok $n - $what"; fi
+}
+
+sql() { runuser -u postgres -- psql -XAtq -d postgres -c "$1" 2>>"$LOG"; }
+status_of() { sql "SELECT value FROM cache_ext_status() WHERE name = '$1'"; }
+is() { [ "$1" = "$2" ] || { echo "got '$1', want '$2'"; return 1; }; }
+matches() { [[ $1 =~ $2 ]] || { echo "got '$1', want /$2/"; return 1; }; }
+at_most() { [ "$1" -le "$2" ] || { echo "got $1, want <= $2"; return 1; }; }
+at_least() { [ "$1" -ge "$2" ] || { echo "got $1, want >= $2"; return 1; }; }
+
+# MiB of a table's main fork in the page cache, as fincore(1) sees it
+cached_mb() {
+	local path
+	path=$DATA/$(sql "SELECT pg_relation_filepath('$1')")
+	echo $(($(fincore -b -n -o RES "$path") / 1048576))
+}
+table_mb() { sql "SELECT pg_relation_size('$1') / 1048576"; }
+
+# Wait until the cluster answers and the extension reports a state.
+wait_ready() {
+	for _ in $(seq 1 120); do
+		sql 'SELECT 1' >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+
+# Wait until cache_ext_status() says STATE (the worker opens the pins).
+wait_state() {
+	for _ in $(seq 1 60); do
+		[ "$(status_of state)" = "$1" ] && return 0
+		sleep 1
+	done
+	status_of reason
+	return 1
+}
+
+# A cold marked scan of big beside the hot table; $1 says what must happen
+# to big's pages: "dropped" (within MB of the budget) or "kept" (mode off).
+scan_check() {
+	local expect=$1 limit_mb=$2 label=$3 big_mb
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	# the hot table in the page cache (read by a process that is no scan)
+	cat "$DATA/$(sql "SELECT pg_relation_filepath('hot')")" >/dev/null
+	sql 'SELECT count(*) FROM big' >/dev/null
+	# the worker keeps scan pages within the budget every 250 ms (TCG is slow)
+	for _ in $(seq 1 20); do
+		big_mb=$(cached_mb big)
+		[ "$expect" = dropped ] && [ "$big_mb" -le $((limit_mb + 8)) ] && break
+		sleep 1
+	done
+	echo "$label: big $big_mb of $(table_mb big) MiB cached, hot $(cached_mb hot) of $(table_mb hot) MiB" >>"$LOG"
+	say "# $label: counters: $(sql "SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() WHERE value <> 0")"
+	say "# $label: reason: $(status_of reason)"
+	if [ "$expect" = dropped ]; then
+		check "$label: the marked scan's pages left the cache ($big_mb MiB of $(table_mb big) stay, budget $limit_mb)" \
+			at_most "$big_mb" $((limit_mb + 8))
+	else
+		check "$label: with mode off the scan's pages stay ($big_mb MiB of $(table_mb big))" \
+			at_least "$big_mb" $(($(table_mb big) * 8 / 10))
+	fi
+	check "$label: the hot table stays cached" at_least "$(cached_mb hot)" $(($(table_mb hot) * 95 / 100))
+}
+
+active_checks() {
+	local label=$1
+	check "$label: postgresql@$CLUSTER is active" systemctl is-active --quiet "postgresql@$CLUSTER"
+	wait_ready
+	check "$label: cache_ext_status() is active" wait_state active
+	check "$label: the stock mechanism is in force" is "$(status_of mechanism)" stock
+	check "$label: pins below /run/pg_cache_ext/pins" matches "$(status_of pin_dir)" '^/run/pg_cache_ext/pins/[0-9]+$'
+	check "$label: /run/pg_cache_ext is the loader's bpffs" is "$(findmnt -n -o FSTYPE /run/pg_cache_ext)" bpf
+	check "$label: systemd's /sys/fs/bpf is untouched (mode 0700)" is "$(stat -c %a /sys/fs/bpf)" 1700
+}
+
+# Optionally break the deployment (scripts/vm-lane.sh PCE_VM_BREAK=pins): pins
+# below systemd's /sys/fs/bpf, which the server cannot traverse.
+break_pins() {
+	printf '%s\n' '[Service]' 'ExecStartPre=' \
+		"ExecStartPre=-+/usr/lib/postgresql/$V/bin/pg_cache_ext_loader --debian-cluster %i --bpffs-dir /sys/fs/bpf/pg_cache_ext" \
+		>"$DROPIN/zz-break.conf"
+	echo "pg_cache_ext.bpffs_dir = '/sys/fs/bpf/pg_cache_ext'" >>"$CONF"
+}
+
+boot1() {
+	check "systemd is PID 1" is "$(ps -o comm= -p 1)" systemd
+	local want='^6[.]12[.].*-amd64$'
+	[ "$V" = 15 ] && want='^6[.]1[.].*-amd64$'
+	check "Debian's kernel $(uname -r)" matches "$(uname -r)" "$want"
+	check "make install" make -s -C /root/pg_cache_ext install
+	mkdir -p "$DROPIN"
+	check "the drop-in installed" cp /root/pg_cache_ext/systemd/pg_cache_ext.conf "$DROPIN/"
+	echo "shared_preload_libraries = 'pg_cache_ext'" >"$CONF"
+	[ "$PCE_VM_BREAK" = pins ] && break_pins
+	systemctl daemon-reload
+	check "systemctl restart postgresql" systemctl restart postgresql
+	wait_ready
+	check "CREATE EXTENSION" sql 'CREATE EXTENSION pg_cache_ext'
+	active_checks "boot 1"
+	sql "CREATE TABLE hot AS SELECT g, repeat('h', 200) AS filler FROM generate_series(1, 30000) g" >/dev/null
+	sql "CREATE TABLE big AS SELECT g, repeat('b', 200) AS filler FROM generate_series(1, 700000) g" >/dev/null
+	# hint bits and the visibility map set once, so that no scan below dirties
+	# pages (a dirty page cannot be dropped until it is written back)
+	sql 'VACUUM (FREEZE, ANALYZE) big' >/dev/null
+	sql 'VACUUM (FREEZE, ANALYZE) hot' >/dev/null
+	sql 'CHECKPOINT' >/dev/null
+	check "tables made (big $(table_mb big) MiB, hot $(table_mb hot) MiB)" at_least "$(table_mb big)" 100
+	scan_check dropped $BUDGET_MB "boot 1"
+	echo 2 >"$STATE/phase"
+	say "rebooting"
+	systemctl reboot
+}
+
+# a loader that exits 1 at the cluster's start: the server runs, idle, and says why
+failing_loader() {
+	/usr/lib/postgresql/$V/bin/pg_cache_ext_loader --unload --debian-cluster "$CLUSTER" >>"$LOG" 2>&1
+	echo "pg_cache_ext.mode = 'bogus'" >>"$CONF"
+	systemctl restart "postgresql@$CLUSTER"
+	check "a failing loader: postgresql@$CLUSTER is active" systemctl is-active --quiet "postgresql@$CLUSTER"
+	wait_ready
+	check "a failing loader: queries work" is "$(sql 'SELECT count(*) FROM hot')" 30000
+	check "a failing loader: its error is in the unit's journal" \
+		bash -c "journalctl -b -u postgresql@$CLUSTER | grep -q 'pg_cache_ext_loader: error: .*invalid pg_cache_ext.mode'"
+	check "a failing loader: cache_ext_status() is idle" is "$(status_of state)" idle
+	check "a failing loader: the reason points to the loader and its journal" \
+		matches "$(status_of reason)" 'pg_cache_ext_loader has not run for this cluster, or failed.*journal'
+	sed -i '/bogus/d' "$CONF"
+	systemctl restart "postgresql@$CLUSTER"
+	wait_ready
+	check "the loader fixed: active again" wait_state active
+}
+
+boot2() {
+	active_checks "after reboot"
+	check "after reboot: the unit's loader made the pins again" \
+		bash -c "journalctl -b -u postgresql@$CLUSTER | grep -q 'pins in /run/pg_cache_ext/pins/'"
+	scan_check dropped $BUDGET_MB "after reboot"
+	check "systemctl stop postgresql" systemctl stop postgresql
+	check "the cluster stopped" bash -c "! systemctl is-active --quiet postgresql@$CLUSTER"
+	check "systemctl start postgresql" systemctl start postgresql
+	active_checks "after stop/start"
+	echo "pg_cache_ext.mode = 'off'" >>"$CONF"
+	check "systemctl reload postgresql (mode off)" systemctl reload postgresql
+	sleep 2
+	check "reload: mode is off" is "$(sql 'SHOW pg_cache_ext.mode')" off
+	scan_check kept 0 "mode off"
+	sed -i '/pg_cache_ext.mode/d' "$CONF"
+	echo "pg_cache_ext.scan_budget = '8MB'" >>"$CONF"
+	check "systemctl reload postgresql (scan_budget 8MB)" systemctl reload postgresql
+	sleep 2
+	check "reload: scan_budget is 8MB" is "$(sql 'SHOW pg_cache_ext.scan_budget')" 8MB
+	scan_check dropped 8 "scan_budget 8MB"
+	failing_loader
+}
+
+systemctl is-system-running --wait >/dev/null 2>&1
+if [ "$(cat "$STATE/phase" 2>/dev/null || echo 1)" = 1 ]; then
+	boot1
+else
+	boot2
+	say "done"
+	systemctl poweroff
+fi
