@@ -22,9 +22,8 @@ chomp $bindir;
 my $node = new_node('secure');
 my $data = $node->data_dir;
 my $base = $node->basedir;
-my ($id) = `$bindir/pg_controldata -D '$data'` =~ /Database system identifier:\s+(\d+)/;
-$id //= '';
-like($id, qr/^\d+$/, "the cluster's system identifier ($id)");
+my $id = pin_dir_name($node);
+like($id, qr/^\d+-\d+-\d+$/, "the cluster's pin directory name ($id)");
 
 my $canary = 'sec' . $$;
 root('canary-make', $canary, $id) or BAIL_OUT('cannot make the canary');
