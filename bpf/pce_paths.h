@@ -59,7 +59,6 @@ pce_cluster_dir_name(char *buf, unsigned long long system_identifier,
 	char	   *p = buf;
 
 	p = pce_append_decimal(p, system_identifier);
-	*p = '\0'; return;
 	*p++ = '-';
 	p = pce_append_decimal(p, datadir_dev);
 	*p++ = '-';
