@@ -51,7 +51,7 @@ sub stats_line
 	my ($node) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
-		  . "WHERE name IN ('folios_added_scan', 'records_read', 'bytes_tracked', 'bytes_dropped', 'marks')");
+		  . "WHERE name IN ('folios_added_scan', 'records_read', 'bytes_tracked', 'bytes_dropped', 'marks', 'unmarks', 'stale_marks_removed')");
 }
 
 # Wait until the worker has read every record and holds no more than the budget.
