@@ -98,14 +98,50 @@ task_matches_mark(const struct pce_scan_mark *mark)
 	return mark->proc_start_ticks == 0 || mark->proc_start_ticks == ticks;
 }
 
+/*
+ * The current task's thread ID as the server sees PIDs.  The server puts
+ * its own PIDs (MyProcPid) in the map, and a server in a container has a PID
+ * namespace of its own: there the same process is, say, 57 to itself and
+ * 81234 to bpf_get_current_pid_tgid().  The module writes the inode number
+ * of its PID namespace into the knobs (pid_ns_ino); a task whose own PID
+ * namespace (the last level of its struct pid) is another one is not one of
+ * the server's processes.  bpf_get_ns_current_pid_tgid() does the same, but
+ * the cache_ext policy (struct_ops, 6.6) may not call it, while both may
+ * read the current task; so the tracker and the policy read it here.
+ */
+static __always_inline bool
+current_tid_as_server_sees_it(__u32 *tid)
+{
+	__u32		ns_ino = KNOB(pid_ns_ino);
+	struct task_struct *task;
+	struct pid *pid;
+	struct upid *own;
+	unsigned int level;
+
+	if (ns_ino == 0 || ns_ino == PCE_INIT_PID_NS_INO)
+	{
+		*tid = (__u32) bpf_get_current_pid_tgid();
+		return true;
+	}
+	task = bpf_get_current_task_btf();
+	pid = BPF_CORE_READ(task, thread_pid);
+	level = BPF_CORE_READ(pid, level);
+	/* numbers[] is indexed by namespace level: the task's own is the last */
+	own = (struct upid *) ((char *) pid + bpf_core_field_offset(struct pid, numbers)) + level;
+	if (BPF_CORE_READ(own, ns, ns.inum) != ns_ino)
+		return false;
+	*tid = (__u32) BPF_CORE_READ(own, nr);
+	return true;
+}
+
 /* Is the current task marked as scanning (and is tracking switched on)? */
 static __always_inline bool
 current_task_is_scan(void)
 {
-	__u32		tid = (__u32) bpf_get_current_pid_tgid();
+	__u32		tid;
 	struct pce_scan_mark *mark;
 
-	if (!KNOB(tracking))
+	if (!KNOB(tracking) || !current_tid_as_server_sees_it(&tid))
 		return false;
 	mark = bpf_map_lookup_elem(&scan_pids, &tid);
 	if (!mark)

@@ -28,6 +28,49 @@
 #define PCE_PATH_VALUE_MAX	4000
 
 /*
+ * A cluster's pin directory below the pin root is named
+ * "<system identifier>-<device>-<inode>": the last two of its data
+ * directory, as stat(2) gives them (what `stat -c %d-%i DATADIR` prints).
+ * The system identifier alone does not tell clusters apart: a streaming
+ * standby, or a copied cluster, has its primary's, and two clusters that
+ * shared pins would remove each other's marks, consume each other's scan
+ * records and unload each other.  The data directory's inode is what each
+ * has alone on the host, and it is the same seen from a container (a bind
+ * mount or volume keeps device and inode).  The loader takes them from -D,
+ * the server from its DataDir; both name the directory here.
+ */
+#define PCE_CLUSTER_DIR_NAME_MAX	64	/* three 20-digit numbers, two '-', NUL */
+
+static inline char *
+pce_append_decimal(char *out, unsigned long long value)
+{
+	char		digits[20];
+	int			n = 0;
+
+	do
+		digits[n++] = (char) ('0' + value % 10);
+	while ((value /= 10) != 0);
+	while (n > 0)
+		*out++ = digits[--n];
+	return out;
+}
+
+/* buf must hold PCE_CLUSTER_DIR_NAME_MAX bytes */
+static inline void
+pce_cluster_dir_name(char *buf, unsigned long long system_identifier,
+					 unsigned long long datadir_dev, unsigned long long datadir_ino)
+{
+	char	   *p = buf;
+
+	p = pce_append_decimal(p, system_identifier);
+	*p++ = '-';
+	p = pce_append_decimal(p, datadir_dev);
+	*p++ = '-';
+	p = pce_append_decimal(p, datadir_ino);
+	*p = '\0';
+}
+
+/*
  * NULL when path follows the rule, else why not, as a phrase that fits
  * after "must be ..." / "is refused: ..." in a message.
  */

@@ -159,13 +159,24 @@ struct pce_knobs
 	__u32		promote_on_access;	/* promote scan folios touched by others */
 	__u32		scan_min_percent;	/* cache_ext: scan list below this share of the
 									 * cgroup is not drained first */
-	__u32		reserved[4];	/* 0; reserved[0] was a read bypass, removed */
+	__u32		reserved[3];	/* 0; reserved[0] was a read bypass, removed */
+	__u32		pid_ns_ino;		/* not a GUC: the inode number of the server's PID
+								 * namespace (stat /proc/self/ns/pid), whose PIDs
+								 * the scan-PID map holds; 0: the initial one */
 };
 
 #define PCE_KNOB_DEFAULT_tracking			1
 #define PCE_KNOB_DEFAULT_promote_on_access	1
 #define PCE_KNOB_DEFAULT_scan_min_percent	5
 #define PCE_KNOB_MAX_scan_min_percent		100
+#define PCE_KNOB_DEFAULT_pid_ns_ino			0
+
+/*
+ * The initial PID namespace's inode number (PROC_PID_INIT_INO, fixed in the
+ * kernel): a server there keys marks by the PIDs bpf_get_current_pid_tgid()
+ * returns, with no namespace walk.
+ */
+#define PCE_INIT_PID_NS_INO		0xEFFFFFFCU
 
 /* A knob's default by its field name: PCE_KNOB_DEFAULT(scan_min_percent) */
 #define PCE_KNOB_DEFAULT(field)		PCE_KNOB_DEFAULT_##field

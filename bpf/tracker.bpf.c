@@ -103,11 +103,35 @@ struct
 }			scan_folios SEC(".maps");
 
 /*
- * folio_nr_pages(): a large folio has PG_head in its flags and its order in
- * the low byte of _flags_1.  The flags word is the first word of a folio
- * (and of a page) on every kernel, but its type changed (unsigned long up to
- * 6.17, a one-word struct since), and CO-RE refuses a field whose type kind
- * differs from the build machine's.  So read the first word by address.
+ * A large folio's first tail page as kernels 6.1 to 6.5 lay it out: its
+ * order in a byte of its own.  From 6.6 on that byte is gone and the order
+ * is the low byte of _flags_1; before 6.6 _flags_1 exists too, but it is
+ * the tail page's flags, so reading it there gives a wrong order (seen as
+ * large folios recorded as one page, and dropped partly).  Which layout the
+ * running kernel has is a CO-RE field existence check, resolved by libbpf
+ * against its BTF when the tracker is loaded.
+ */
+struct folio___pre_6_6
+{
+	unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32
+large_folio_order(struct folio *folio)
+{
+	if (bpf_core_field_exists(struct folio___pre_6_6, _folio_order))
+		return BPF_CORE_READ((struct folio___pre_6_6 *) folio, _folio_order);
+	if (bpf_core_field_exists(folio->_flags_1))
+		return BPF_CORE_READ(folio, _flags_1) & 0xff;
+	return 0;					/* a layout we do not know: one page */
+}
+
+/*
+ * folio_nr_pages(): a large folio has PG_head in its flags.  The flags word
+ * is the first word of a folio (and of a page) on every kernel, but its type
+ * changed (unsigned long up to 6.17, a one-word struct since), and CO-RE
+ * refuses a field whose type kind differs from the build machine's.  So read
+ * the first word by address.
  */
 static __always_inline __u32
 folio_pages(struct folio *folio)
@@ -118,7 +142,7 @@ folio_pages(struct folio *folio)
 	bpf_probe_read_kernel(&flags, sizeof(flags), (void *) folio);
 	if (!(flags & head))
 		return 1;
-	return 1U << (BPF_CORE_READ(folio, _flags_1) & 0xff);
+	return 1U << large_folio_order(folio);
 }
 
 static __always_inline void

@@ -12,7 +12,7 @@
 #include "../bpf/pce_modes.h"	/* the mode names */
 #include "../bpf/pce_paths.h"	/* PCE_DEFAULT_BPFFS_DIR */
 
-#define PCE_CLUSTER_ID_MAX		31
+#define PCE_CLUSTER_ID_MAX		(PCE_CLUSTER_DIR_NAME_MAX - 1)
 
 struct pce_loader_options
 {

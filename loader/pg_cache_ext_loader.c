@@ -7,7 +7,8 @@
  * Everything it creates lives below <bpffs_dir>/<cluster id>/ (default
  * /run/pg_cache_ext/pins/..., on a bpffs the loader mounts: bpffs_mount.c),
  * where the cluster id is the cluster's system identifier (the first field
- * of global/pg_control, what GetSystemIdentifier() returns in the server):
+ * of global/pg_control, what GetSystemIdentifier() returns in the server)
+ * and the device and inode of its data directory (bpf/pce_paths.h):
  *
  *	scan_pids, stats, knobs, loader_info	maps shared by every mechanism
  *	folio_events							ring buffer (stock mechanism)
@@ -71,7 +72,7 @@
 
 static struct pce_loader_options opt;
 
-static char cluster_id[32];
+static char cluster_id[PCE_CLUSTER_DIR_NAME_MAX];
 static struct pce_pins pins;
 static int	datadir_fd = -1;
 static struct stat datadir_st;	/* of -D: binds the pin directory to it (pins.c) */
@@ -265,9 +266,11 @@ apply_cluster_config(void)
 }
 
 /*
- * The cluster id: the system identifier at the start of global/pg_control,
- * opened below -D without following a symlink, as the cluster's owner, and
- * only if that owner owns it: its bytes are printed.
+ * The cluster id, which names the pin directory (bpf/pce_paths.h): the
+ * system identifier at the start of global/pg_control, opened below -D
+ * without following a symlink, as the cluster's owner, and only if that
+ * owner owns it (its bytes are printed), with the device and inode of -D,
+ * so that a standby or a copy of the cluster gets a directory of its own.
  */
 static void
 resolve_cluster_id(void)
@@ -293,7 +296,7 @@ resolve_cluster_id(void)
 	if (read(fd, &sysid, sizeof(sysid)) != sizeof(sysid))
 		pce_fail("cannot read the system identifier from \"%s/global/pg_control\"", opt.datadir);
 	close(fd);
-	snprintf(cluster_id, sizeof(cluster_id), "%llu", (unsigned long long) sysid);
+	pce_cluster_dir_name(cluster_id, sysid, datadir_st.st_dev, datadir_st.st_ino);
 }
 
 /* Give every pin in the cluster's directory group access, nothing more. */

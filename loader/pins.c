@@ -26,11 +26,13 @@
  *	- in a cluster's directory the loader changes and removes only its own
  *	  pins (own_pins[], the one table of their names and modes), never an
  *	  entry it did not make;
- *	- the directory's name is the system identifier, which the postgres
- *	  account writes (and a streaming standby shares with its primary), so
- *	  the directory is bound to its data directory: the root-only owner pin,
- *	  made right after the directory and removed last, holds -D's device and
- *	  inode, and a run for another data directory is refused.
+ *	- the directory's name is the system identifier (which the postgres
+ *	  account writes, and a streaming standby shares with its primary) and
+ *	  -D's device and inode (bpf/pce_paths.h), so each data directory has
+ *	  its own; and the directory is bound to its data directory: the
+ *	  root-only owner pin, made right after the directory and removed last,
+ *	  holds -D's device and inode, and a run for another data directory (one
+ *	  named by --cluster-id, or a reused inode number) is refused.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -343,8 +345,8 @@ bind_to_datadir(const struct pce_pins *p, enum pce_pins_use use, const struct st
 		if (found == 0 && o.dev == (unsigned long long) datadir->st_dev &&
 			o.ino == (unsigned long long) datadir->st_ino)
 			return 0;
-		snprintf(err, errlen, "another data directory (another cluster, e.g. a streaming standby of its "
-				 "primary) already uses \"%s\": its pins are not this cluster's to change; give this "
+		snprintf(err, errlen, "another data directory (another cluster, or one removed whose inode "
+				 "number this one reuses) already uses \"%s\": its pins are not this cluster's to change; give this "
 				 "cluster its own --bpffs-dir (if that data directory is gone: pg_cache_ext_loader "
 				 "--unload --cluster-id=ID)", p->shown);
 		return -1;

@@ -7,7 +7,7 @@ SELECT (SELECT value FROM cache_ext_status() WHERE name = 'mechanism') =
             WHEN 'yes' THEN 'cache_ext' ELSE 'stock' END AS mechanism_matches_kernel;
 SELECT value LIKE 'reachable (pid %' AS loader_reachable
   FROM cache_ext_status() WHERE name = 'loader';
-SELECT value ~ '^/run/pg_cache_ext/pins/[0-9]+$' AS pin_dir_has_cluster_id
+SELECT value ~ ('^/run/pg_cache_ext/pins/' || (SELECT system_identifier FROM pg_control_system()) || '-[0-9]+-[0-9]+$') AS pin_dir_has_cluster_id
   FROM cache_ext_status() WHERE name = 'pin_dir';
 SELECT value LIKE 'pid %' AS worker_running FROM cache_ext_status() WHERE name = 'worker';
 -- every counter is there, none negative

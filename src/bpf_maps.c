@@ -85,13 +85,26 @@ static TimestampTz last_attempt = 0;
 static int	last_attempt_pid = 0;
 static uint64 generation = 0;	/* bumped whenever a map is (re)opened */
 
+/*
+ * This cluster's pin directory: <bpffs_dir>/<system identifier>-<device>-
+ * <inode of the data directory> (the one rule of pce_paths.h, which the
+ * loader follows for -D).
+ */
 const char *
 pce_pin_dir(void)
 {
 	static char dir[MAXPGPATH];
 
 	if (dir[0] == '\0')
-		snprintf(dir, sizeof(dir), "%s/" UINT64_FORMAT, pce_bpffs_dir, GetSystemIdentifier());
+	{
+		char		name[PCE_CLUSTER_DIR_NAME_MAX];
+		struct stat st;
+
+		if (stat(DataDir, &st) != 0)
+			memset(&st, 0, sizeof(st));
+		pce_cluster_dir_name(name, GetSystemIdentifier(), st.st_dev, st.st_ino);
+		snprintf(dir, sizeof(dir), "%s/%s", pce_bpffs_dir, name);
+	}
 	return dir;
 }
 

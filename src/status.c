@@ -14,6 +14,8 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
@@ -33,6 +35,25 @@ pce_settings_snapshot(PceSettings *settings)
 	settings->scan_max_age_s = pce_scan_max_age_s;
 }
 
+/*
+ * The inode number of the server's PID namespace, in which MyProcPid and
+ * the PIDs of the scan-PID map are counted: in a container they are not the
+ * PIDs the kernel's BPF helpers return, and the BPF side translates (see
+ * current_tid_as_server_sees_it() in bpf/maps.bpf.h).  0 if /proc does not
+ * say, which keys marks by the initial namespace's PIDs as before.  What the
+ * server writes here gives it no power it lacked: a member of the pins'
+ * group may already mark any PID of the host.
+ */
+static uint32
+own_pid_ns_ino(void)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) != 0)
+		return 0;
+	return (uint32) st.st_ino;
+}
+
 /* The BPF knobs that carry these settings (bpf/pg_cache_ext.h). */
 void
 pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs)
@@ -42,6 +63,7 @@ pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs)
 	knobs->tracking = settings->mode != PCE_MODE_OFF;
 	knobs->promote_on_access = settings->promote_on_access;
 	knobs->scan_min_percent = settings->scan_min_percent;
+	knobs->pid_ns_ino = own_pid_ns_ino();
 }
 
 const char *

@@ -213,5 +213,5 @@ done_testing();
 sub cluster_id
 {
 	my ($n) = @_;
-	return $n->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+	return pin_dir_name($n);
 }

@@ -128,7 +128,7 @@ $node->stop;
 my $fake = PostgreSQL::Test::Utils::tempdir();
 my $other = new_node('pinsymlink', 'pg_cache_ext.bpffs_dir' => "'$fake'");
 $other->start;
-my $other_id = $other->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $other_id = pin_dir_name($other);
 $other->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
 $node->start;
 

@@ -190,7 +190,7 @@ $other->stop;
 unload_bpf($other);
 
 # ---- other local users are kept out ----
-my $id = $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $id = pin_dir_name($node);
 my ($nok, $nout, $nerr) = root('as-nobody', '--show', '--cluster-id', $id);
 ok(!$nok, 'user nobody cannot open the pins');
 like($nerr, qr/Permission denied/, 'permission denied, by file mode');

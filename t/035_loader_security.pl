@@ -22,9 +22,8 @@ chomp $bindir;
 my $node = new_node('secure');
 my $data = $node->data_dir;
 my $base = $node->basedir;
-my ($id) = `$bindir/pg_controldata -D '$data'` =~ /Database system identifier:\s+(\d+)/;
-$id //= '';
-like($id, qr/^\d+$/, "the cluster's system identifier ($id)");
+my $id = pin_dir_name($node);
+like($id, qr/^\d+-\d+-\d+$/, "the cluster's pin directory name ($id)");
 
 my $canary = 'sec' . $$;
 root('canary-make', $canary, $id) or BAIL_OUT('cannot make the canary');
@@ -302,11 +301,21 @@ my $twin = "$base/twin";
 mkdir $twin and mkdir "$twin/global" or die "mkdir: $!";
 chmod 0700, $twin;
 system('cp', "$data/global/pg_control", "$twin/global/pg_control") == 0 or die "cp: $?";
+# a copy of the cluster (the same system identifier) gets a pin directory of its own
 ($ok, $out, $err) = root('loader', '-D', $twin);
-ok(!$ok, 'a second data directory with the same system identifier is refused');
-like($err, qr/another data directory \(another cluster, e\.g\. a streaming standby of its primary\) already uses "\Q$pindir\E"/,
-	'one clear error: another cluster uses the pin directory');
+ok($ok, 'a second data directory with the same system identifier is loaded') or diag($err);
+my ($twin_dev, $twin_ino) = stat($twin);
+my $twin_pins = $pindir =~ s/-\d+-\d+$/-$twin_dev-$twin_ino/r;
+isnt($twin_pins, $pindir, 'in a pin directory of its own');
+ok(-e "$twin_pins/scan_pids", 'where its pins are');
 ($ok, $out, $err) = root('loader', '--unload', '-D', $twin);
+ok($ok && !-e $twin_pins, 'its --unload removes its own directory') or diag($err);
+# and the first cluster's directory, named for the copy, is refused: it is bound to its data directory
+($ok, $out, $err) = root('loader', '-D', $twin, '--cluster-id', $id);
+ok(!$ok, "the first cluster's pin directory is refused to another data directory");
+like($err, qr/another data directory \(another cluster, or one removed whose inode number this one reuses\) already uses "\Q$pindir\E"/,
+	'one clear error: another cluster uses the pin directory');
+($ok, $out, $err) = root('loader', '--unload', '-D', $twin, '--cluster-id', $id);
 ok(!$ok, 'and its --unload is refused too');
 is(pin_inodes(), $first_pins, "the first cluster's pins are untouched");
 root('loader', '--unload', '-D', $data);

@@ -13,7 +13,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
-  wait_until capeff);
+  wait_until capeff pin_dir_name);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -27,12 +27,14 @@ sub root
 	return wantarray ? ($ok, $out, $err) : $ok;
 }
 
-# A cluster with pg_cache_ext preloaded; extra settings in %conf.
+# A cluster with pg_cache_ext preloaded; extra settings in %conf (init => {...}:
+# options of PostgreSQL::Test::Cluster::init).
 sub new_node
 {
 	my ($name, %conf) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	my $init = delete $conf{init} // {};    # e.g. { allows_streaming => 1 }
+	$node->init(%$init);
 	my $preload = delete $conf{preload} // 1;
 	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pg_cache_ext'")
 	  if $preload;
@@ -80,6 +82,19 @@ sub unload_bpf
 {
 	my ($node) = @_;
 	return root('loader', '--unload', '-D', $node->data_dir);
+}
+
+# The name of a cluster's pin directory below the pin root, by the rule of
+# bpf/pce_paths.h: "<system identifier>-<device>-<inode of the data directory>".
+sub pin_dir_name
+{
+	my ($node) = @_;
+	my $bindir = `pg_config --bindir`;
+	chomp $bindir;
+	my $data = $node->data_dir;
+	my ($sysid) = `$bindir/pg_controldata -D '$data'` =~ /Database system identifier:\s+(\d+)/;
+	my ($dev, $ino) = stat($data);
+	return "$sysid-$dev-$ino";
 }
 
 # cache_ext_status() as a hash

@@ -12,6 +12,11 @@
  *		scan after a bulk load (hint bits) does.
  *   pce_mark_self resident FILE
  *		print "<percent> <resident pages> <pages>" (mincore(2)).
+ *   pce_mark_self drain PIN_DIR FILE
+ *		consume the tracker's records (PIN_DIR/folio_events) and drop from the
+ *		page cache exactly the folios recorded for FILE, as the evictor would;
+ *		print "records <n> pages <sum of their sizes> largest <pages>".  Only
+ *		where no evictor reads the ring (a pin directory of the test's own).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,8 +27,10 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <linux/types.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "pg_cache_ext.h"
 
@@ -62,6 +69,63 @@ resident(const char *file)
 	return 0;
 }
 
+struct drain
+{
+	int			fd;				/* FILE, to drop from */
+	__u32		dev;			/* FILE's device, as the tracker records it */
+	__u64		ino;
+	unsigned long records,
+				pages,
+				largest;
+};
+
+static int
+drain_one(void *ctx, void *data, size_t size)
+{
+	struct drain *d = ctx;
+	const struct pce_folio_event *ev = data;
+	long		page = sysconf(_SC_PAGESIZE);
+
+	if (size < sizeof(*ev) || ev->kind != PCE_FOLIO_ADDED || ev->dev != d->dev || ev->ino != d->ino)
+		return 0;
+	d->records++;
+	d->pages += ev->nr_pages;
+	if (ev->nr_pages > d->largest)
+		d->largest = ev->nr_pages;
+	posix_fadvise(d->fd, (off_t) ev->index * page, (off_t) ev->nr_pages * page, POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+static int
+drain(const char *pin_dir, const char *file)
+{
+	char		path[4096];
+	struct drain d = {0};
+	struct stat st;
+	struct ring_buffer *rb;
+	int			map_fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_FOLIO_EVENTS);
+	d.fd = open(file, O_RDONLY);
+	map_fd = bpf_obj_get(path);
+	if (d.fd < 0 || fstat(d.fd, &st) != 0 || map_fd < 0)
+	{
+		fprintf(stderr, "pce_mark_self: cannot open %s or %s: %s\n", file, path, strerror(errno));
+		return 1;
+	}
+	d.dev = (major(st.st_dev) << 20) | minor(st.st_dev);
+	d.ino = st.st_ino;
+	rb = ring_buffer__new(map_fd, drain_one, &d, NULL);
+	if (!rb || ring_buffer__consume(rb) < 0)
+	{
+		fprintf(stderr, "pce_mark_self: cannot read %s\n", path);
+		return 1;
+	}
+	ring_buffer__free(rb);
+	printf("records %lu pages %lu largest %lu\n", d.records, d.pages, d.largest);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -86,11 +150,13 @@ main(int argc, char **argv)
 	}
 	if (optind >= argc)
 	{
-		fprintf(stderr, "usage: pce_mark_self [-p PIN_DIR] [-n PASSES] [-w MB] read FILE... | resident FILE\n");
+		fprintf(stderr, "usage: pce_mark_self [-p PIN_DIR] [-n PASSES] [-w MB] read FILE... | resident FILE | drain PIN_DIR FILE\n");
 		return 2;
 	}
 	if (strcmp(argv[optind], "resident") == 0 && optind + 1 < argc)
 		return resident(argv[optind + 1]);
+	if (strcmp(argv[optind], "drain") == 0 && optind + 2 < argc)
+		return drain(argv[optind + 1], argv[optind + 2]);
 	if (strcmp(argv[optind], "read") != 0)
 		return 2;
 
