@@ -19,6 +19,7 @@ OBJS = \
 	src/evictor.o \
 	src/functions.o \
 	src/cachestat.o \
+	src/aio.o \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext

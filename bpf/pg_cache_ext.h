@@ -25,6 +25,8 @@
 #define PCE_PIN_LOADER_INFO		"loader_info"
 #define PCE_PIN_TRACKER_REMOVE_LINK "tracker_remove_link"
 #define PCE_PIN_TRACKER_ACTIVATE_LINK "tracker_activate_link"
+#define PCE_PIN_IO_WORKERS		"io_workers"
+#define PCE_PIN_SCAN_OWNERS		"scan_owners"
 
 /* Capacity of the scan-PID map: more than any max_connections we expect. */
 #define PCE_MAX_SCAN_PIDS		8192
@@ -94,6 +96,47 @@ struct pce_scan_mark
 };
 
 /*
+ * PostgreSQL 18+ asynchronous I/O (io_method = worker): an I/O worker
+ * process performs the read of an I/O that a backend owns.  The BPF side
+ * attributes the pages an I/O worker inserts to the owner of the I/O it is
+ * executing (see "Who read the page" in maps.bpf.h):
+ *
+ * io_workers	the cluster's I/O worker processes, by PID, each with where
+ *				to find, in its own memory, the I/O it is executing: the
+ *				worker's error context (PostgreSQL's error_context_stack)
+ *				has the I/O handle as its argument while it performs the
+ *				I/O, and the handle holds its owner's ProcNumber.  Written
+ *				by the module's background worker.
+ * scan_owners	marked processes by ProcNumber: which mark of scan_pids an
+ *				I/O owned by that ProcNumber belongs to.  Written with the
+ *				mark when the server uses I/O workers.
+ *
+ * The addresses are the server's own (every process of a cluster is
+ * forked from the postmaster, so they are the same in all of them).
+ */
+#define PCE_MAX_IO_WORKERS		64	/* 18: io_workers <= 32; 19: io_max_workers */
+
+struct pce_io_worker
+{
+	__u64		proc_start_ticks;	/* of the I/O worker, as in pce_scan_mark */
+	__u64		error_context_stack;	/* address of the variable */
+	__u64		io_handles;		/* pgaio_ctl->io_handles */
+	__u32		io_handle_count;	/* pgaio_ctl->io_handle_count */
+	__u32		io_handle_size;	/* sizeof(PgAioHandle) */
+	__u32		owner_offset;	/* offsetof(PgAioHandle, owner_procno) */
+	__u32		context_arg_offset;	/* offsetof(ErrorContextCallback, arg) */
+	__u32		context_previous_offset;	/* offsetof(ErrorContextCallback, previous) */
+	__u32		reserved;		/* 0 */
+};
+
+struct pce_scan_owner
+{
+	__u64		proc_start_ticks;	/* the mark's, so a stale entry matches nothing */
+	__u32		pid;			/* key of the mark in scan_pids */
+	__u32		reserved;		/* 0 */
+};
+
+/*
  * Counters kept by the BPF programs, in a per-CPU array indexed by enum
  * pce_stat.  Both mechanisms use the same layout; a mechanism leaves the
  * counters it has no use for at zero.  One line per counter: its enum
@@ -112,7 +155,9 @@ struct pce_scan_mark
 	X(FOLIOS_PROMOTED, "folios_promoted")	/* scan folio touched by a non-scan task */ \
 	X(EVICT_REQUESTS_UNFILLED, "evict_requests_unfilled")	/* cache_ext */ \
 	X(UNUSED_7, 0)	/* never counted: keeps the layout (was a read bypass, removed as unsafe) */ \
-	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */
+	X(FOLIOS_REMOVED, "folios_removed")	/* removed from the cache (any list) */ \
+	X(FOLIOS_ADDED_SCAN_BY_IO_WORKER, "folios_added_scan_by_io_worker")	/* part of folios_added_scan: an I/O worker did a marked process's I/O */ \
+	X(FOLIOS_ADDED_SCAN_BY_IO_THREAD, "folios_added_scan_by_io_thread")	/* part of folios_added_scan: another thread of it (io_uring's iou-wrk) */
 
 #define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat

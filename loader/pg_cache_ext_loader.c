@@ -8,7 +8,8 @@
  * where the cluster id is the cluster's system identifier (the first field
  * of global/pg_control, what GetSystemIdentifier() returns in the server):
  *
- *	scan_pids, stats, knobs, loader_info	maps shared by every mechanism
+ *	scan_pids, stats, knobs, loader_info, io_workers, scan_owners
+ *											maps shared by every mechanism
  *	folio_events							ring buffer (stock mechanism)
  *	tracker_link, tracker_remove_link		tracepoint links (stock mechanism)
  *	tracker_activate_link					tracepoint link for promotion (stock mechanism)
