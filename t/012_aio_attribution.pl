@@ -1,4 +1,4 @@
-# 016_aio_attribution.pl
+# 012_aio_attribution.pl
 #	Reads are attributed to the marked process however PostgreSQL performs
 #	them: on 18 and later under every io_method (worker: I/O worker
 #	processes read for the backend; io_uring: the backend or its io-wq
