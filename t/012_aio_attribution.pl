@@ -12,7 +12,8 @@
 #	    within budget too, the hot table untouched;
 #	  - an unmarked backend that reads, through the same path, the table a
 #	    scan just brought in promotes those pages: they stay when the budget
-#	    shrinks (classic LRU only: with MGLRU the kernel activates nothing);
+#	    shrinks (classic LRU only: with MGLRU the kernel activates nothing;
+#	    with I/O workers only part of them: see the README);
 #	  - cache_ext_status() says how reads are attributed, and no longer
 #	    warns about io_method; cache_ext_stats() counts the I/O workers'
 #	    scan pages.
@@ -155,7 +156,7 @@ sub round_with
 # and stay when the budget shrinks to 1 MB.
 sub same_table_promotion
 {
-	my ($m) = @_;
+	my ($m, $method) = @_;
 	my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('shared_t')");
 	$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.scan_budget = '256MB'; SELECT pg_reload_conf()");
 	usleep(300_000);
@@ -174,10 +175,21 @@ sub same_table_promotion
 		$promoted = stat_value($node, 'bytes_promoted') - $promoted_before;
 		$promoted >= $size * 0.9
 	}, 5);
-	cmp_ok($promoted, '>=', $size * 0.9, sprintf('%ssame table: the unmarked reader promoted it (%.1f MB)', $m, $promoted / $mb));
 	$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.scan_budget = '1MB'; SELECT pg_reload_conf()");
 	wait_until(sub { stat_value($node, 'bytes_tracked') <= $mb }, 5);
-	cmp_ok(cached_fraction('shared_t'), '>=', 0.95, "${m}same table: the unmarked reader's pages stay (" . cached_fraction('shared_t') . ' cached)');
+	my $cached = $node->safe_psql('postgres', "SELECT cached_bytes FROM cache_ext_relation_cache('shared_t')");
+	if (defined $method && $method eq 'worker')
+	{
+		# large folios two I/O workers read for the scan were activated by
+		# the scan itself: the reader's use of them sends no signal (README)
+		cmp_ok($promoted, '>', 0, sprintf('%ssame table: the unmarked reader promoted part of it (%.1f MB of %.1f MB)', $m, $promoted / $mb, $size / $mb));
+		cmp_ok($cached, '>=', $promoted * 0.95, sprintf("%ssame table: what the unmarked reader promoted stays (%.1f MB cached)", $m, $cached / $mb));
+	}
+	else
+	{
+		cmp_ok($promoted, '>=', $size * 0.9, sprintf('%ssame table: the unmarked reader promoted it (%.1f MB)', $m, $promoted / $mb));
+		cmp_ok($cached, '>=', $size * 0.95, sprintf("%ssame table: the unmarked reader's pages stay (%.1f MB cached)", $m, $cached / $mb));
+	}
 	$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.scan_budget = '${budget_mb}MB'; SELECT pg_reload_conf()");
 	usleep(300_000);
 }
@@ -213,7 +225,7 @@ for my $method (io_methods($node))
   SKIP:
 	{
 		skip 'MGLRU is enabled: the stock mechanism cannot see reuse there', 3 if $mglru;
-		same_table_promotion($m);
+		same_table_promotion($m, $method);
 	}
 }
 

@@ -103,8 +103,21 @@ for my $method (io_methods($node))
 	}
 	my ($tracked, $promoted, $cached) = scan_then_read_half('on', 'off');
 	cmp_ok($tracked, '>=', $size * 0.8, sprintf('%sthe marked scan was tracked (%.1f MB of %.1f MB)', $m, $tracked / $mb, $size / $mb));
-	cmp_ok($promoted, '>=', $half * 0.9, sprintf('%sthe unmarked read promoted its half (%.1f MB)', $m, $promoted / $mb));
-	cmp_ok($cached, '>=', $half * 0.95, sprintf('%spromotion on: the half an unmarked backend read stays cached (%.1f MB of %.1f MB)', $m, $cached / $mb, $half / $mb));
+	if (defined $method && $method eq 'worker')
+	{
+		# A large folio that two I/O workers read for the scan (each through
+		# its own file descriptor) is activated by the scan itself, and the
+		# unmarked read of it then sends no signal on a stock kernel (README,
+		# "PostgreSQL 18/19 asynchronous I/O"): part of the half is promoted,
+		# and what is promoted stays.
+		cmp_ok($promoted, '>', 0, sprintf('%sthe unmarked read promoted part of its half (%.1f MB of %.1f MB)', $m, $promoted / $mb, $half / $mb));
+		cmp_ok($cached, '>=', $promoted * 0.95, sprintf('%spromotion on: what was promoted stays cached (%.1f MB)', $m, $cached / $mb));
+	}
+	else
+	{
+		cmp_ok($promoted, '>=', $half * 0.9, sprintf('%sthe unmarked read promoted its half (%.1f MB)', $m, $promoted / $mb));
+		cmp_ok($cached, '>=', $half * 0.95, sprintf('%spromotion on: the half an unmarked backend read stays cached (%.1f MB of %.1f MB)', $m, $cached / $mb, $half / $mb));
+	}
 	cmp_ok($cached, '<=', $half + 2 * $mb, sprintf('%spromotion on: the rest of the scan left the cache (%.1f MB cached)', $m, $cached / $mb));
 
 	($tracked, $promoted, $cached) = scan_then_read_half('off', 'off');
