@@ -13,7 +13,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
-  wait_until capeff io_methods use_io_method);
+  wait_until capeff io_methods use_io_method caches_dropped);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -149,6 +149,19 @@ sub use_io_method
 	$node->safe_psql('postgres', "ALTER SYSTEM SET io_method = '$method'");
 	$node->restart;
 	is($node->safe_psql('postgres', 'SHOW io_method'), $method, "the server runs with io_method = $method");
+}
+
+# How many times the machine's page cache was dropped (drop_caches, counted
+# in /proc/vmstat).  A round that measures cached bytes is redone when
+# another run (a lane of another checkout) dropped the caches meanwhile.
+sub caches_dropped
+{
+	open my $fh, '<', '/proc/vmstat' or return 0;
+	while (<$fh>)
+	{
+		return $1 if /^drop_pagecache (\d+)/;
+	}
+	return 0;
 }
 
 # Effective capabilities of a process, as the hex string in /proc.
