@@ -128,7 +128,8 @@ current_knobs(void)
  * faults: the worker has just used the handle, its stack and the variable,
  * so they are mapped; if a read fails anyway the page is simply not
  * attributed (it stays on the main side).  An unmarked backend's insertion
- * costs two hash lookups (scan_pids, io_workers), both misses.
+ * costs one hash lookup (scan_pids) as before, and a second (io_workers)
+ * only when the server reads through I/O workers (knob io_workers).
  */
 enum pce_reader
 {
@@ -246,7 +247,7 @@ current_reader(void)
 			return PCE_READER_NONE;
 		return (__u32) pid_tgid == tgid ? PCE_READER_SELF : PCE_READER_THREAD;
 	}
-	if (io_worker_reads_for_scan(tgid))
+	if (KNOB(io_workers) && io_worker_reads_for_scan(tgid))
 		return PCE_READER_IO_WORKER;
 	return PCE_READER_NONE;
 }

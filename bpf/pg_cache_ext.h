@@ -189,13 +189,16 @@ struct pce_knobs
 	__u32		promote_on_access;	/* promote scan folios touched by others */
 	__u32		scan_min_percent;	/* cache_ext: scan list below this share of the
 									 * cgroup is not drained first */
-	__u32		reserved[4];	/* 0; reserved[0] was a read bypass, removed */
+	__u32		reserved[3];	/* 0; reserved[0] was a read bypass, removed */
+	__u32		io_workers;		/* the server reads through I/O workers
+								 * (io_method = worker): look them up */
 };
 
 #define PCE_KNOB_DEFAULT_tracking			1
 #define PCE_KNOB_DEFAULT_promote_on_access	1
 #define PCE_KNOB_DEFAULT_scan_min_percent	5
 #define PCE_KNOB_MAX_scan_min_percent		100
+#define PCE_KNOB_DEFAULT_io_workers			0	/* set by the module from io_method */
 
 /* A knob's default by its field name: PCE_KNOB_DEFAULT(scan_min_percent) */
 #define PCE_KNOB_DEFAULT(field)		PCE_KNOB_DEFAULT_##field
@@ -210,6 +213,7 @@ pce_knobs_defaults(struct pce_knobs *k)
 		.tracking = PCE_KNOB_DEFAULT(tracking),
 		.promote_on_access = PCE_KNOB_DEFAULT(promote_on_access),
 		.scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent),
+		.io_workers = PCE_KNOB_DEFAULT(io_workers),
 	};
 }
 

@@ -30,7 +30,8 @@
  * kernels this runs on; and with MGLRU the kernel activates nothing, so
  * there nothing is promoted.)
  *
- * Insertions by unmarked tasks cost two hash lookups and one per-CPU
+ * Insertions by unmarked tasks cost one hash lookup (two when the server
+ * reads through I/O workers: maps.bpf.h) and one per-CPU
  * increment; an activation costs one lookup in the scan-folio map.
  */
 #include "vmlinux.h"

@@ -42,6 +42,8 @@ pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs)
 	knobs->tracking = settings->mode != PCE_MODE_OFF;
 	knobs->promote_on_access = settings->promote_on_access;
 	knobs->scan_min_percent = settings->scan_min_percent;
+	/* fixed at server start: the BPF side skips the I/O worker rule without it */
+	knobs->io_workers = pce_aio_owner_marks();
 }
 
 const char *
