@@ -253,7 +253,8 @@ for my $method (io_methods($node))
 
 	round_with($m, $method, 'VACUUM', 'VACUUM (DISABLE_PAGE_SKIPPING) big');
 	round_with($m, $method, 'ANALYZE', 'ANALYZE big');
-	round_with($m, $method, 'CREATE INDEX', 'CREATE INDEX big_g ON big (g)');
+	# a redone round finds the index of the try before
+	round_with($m, $method, 'CREATE INDEX', 'DROP INDEX IF EXISTS big_g; CREATE INDEX big_g ON big (g)');
 	$node->safe_psql('postgres', 'DROP INDEX big_g');
 	round_with($m, $method, 'COPY TO', "COPY big TO '/dev/null'");
 
