@@ -20,6 +20,7 @@ OBJS = \
 	src/file_index.o \
 	src/functions.o \
 	src/cachestat.o \
+	src/aio.o \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext

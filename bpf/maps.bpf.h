@@ -23,6 +23,26 @@ struct
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 }			scan_pids SEC(".maps");
 
+/* The cluster's I/O worker processes, by PID (pg_cache_ext.h). */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PCE_MAX_IO_WORKERS);
+	__type(key, __u32);
+	__type(value, struct pce_io_worker);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			io_workers SEC(".maps");
+
+/* Marked processes by ProcNumber, for I/O they own (pg_cache_ext.h). */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PCE_MAX_SCAN_PIDS);
+	__type(key, __u32);
+	__type(value, struct pce_scan_owner);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			scan_owners SEC(".maps");
+
 /* Event counters, one slot per enum pce_stat, per CPU. */
 struct
 {
@@ -81,26 +101,77 @@ current_knobs(void)
 })
 
 /*
- * Is the current task the process that was marked, and not a later one that
- * got the same PID after the marked one died without unmarking?  The mark
- * holds the start time as /proc/<pid>/stat shows it: start_boottime in
- * clock ticks (USER_HZ, 100 on every architecture we build for).
+ * Who read the page: the attribution rule both mechanisms share.
+ *
+ * A page belongs to a scan when the read that brought it in (or touched
+ * it) was done for a marked process, whoever did it:
+ *
+ *	1. the marked process itself (PostgreSQL up to 17; 18 with io_method =
+ *	   sync; 18's fall-backs to a synchronous read in the backend), or
+ *	   another thread of it: with io_method = io_uring the kernel may punt a
+ *	   read to an io-wq worker thread (iou-wrk-N) of the submitting
+ *	   process.  So the scan-PID map is looked up by thread group (TGID),
+ *	   and the mark's start time is compared with the group leader's.
+ *	2. an I/O worker (io_method = worker, the default from 18 on) executing
+ *	   an I/O that a marked process owns.  While it performs an I/O, the
+ *	   worker's error context callback has the I/O handle as its argument
+ *	   (method_worker.c: "I/O worker executing I/O on behalf of process
+ *	   %d"), and the handle, in shared memory, holds its owner's
+ *	   ProcNumber.  The io_workers entry of the worker says where those
+ *	   are; scan_owners maps the ProcNumber to its mark.  A worker
+ *	   performing an unmarked backend's I/O inserts ordinary pages, so an
+ *	   OLTP backend's reads stay on the main side even when an I/O worker
+ *	   does them, and they promote scan pages as the backend's own reads
+ *	   would.
+ *
+ * The worker's memory is read with bpf_probe_read_user(), which never
+ * faults: the worker has just used the handle, its stack and the variable,
+ * so they are mapped; if a read fails anyway the page is simply not
+ * attributed (it stays on the main side).  An unmarked backend's insertion
+ * costs one hash lookup (scan_pids) as before, and a second (io_workers)
+ * only when the server reads through I/O workers (knob io_workers).
+ */
+enum pce_reader
+{
+	PCE_READER_NONE = 0,		/* not for a scan */
+	PCE_READER_SELF,			/* the marked process */
+	PCE_READER_THREAD,			/* another thread of it (io_uring's iou-wrk) */
+	PCE_READER_IO_WORKER,		/* an I/O worker performing its I/O */
+};
+
+/* Error contexts the rule looks through for the I/O handle (the first has it). */
+#define PCE_ERROR_CONTEXT_DEPTH		3
+
+/*
+ * Start time of the current process as /proc/<pid>/stat shows it: the
+ * thread group leader's start_boottime in clock ticks (USER_HZ, 100 on
+ * every architecture we build for).
  */
 #define PCE_NSEC_PER_USER_HZ_TICK	10000000ULL
 
-static __always_inline bool
-task_matches_mark(const struct pce_scan_mark *mark)
+static __always_inline __u64
+current_process_start_ticks(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64		ticks = BPF_CORE_READ(task, start_boottime) / PCE_NSEC_PER_USER_HZ_TICK;
 
-	/* 0: marked by a tool that did not know the start time */
-	return mark->proc_start_ticks == 0 || mark->proc_start_ticks == ticks;
+	return BPF_CORE_READ(task, group_leader, start_boottime) / PCE_NSEC_PER_USER_HZ_TICK;
 }
 
 /*
- * The current task's thread ID as the server sees PIDs.  The server puts
- * its own PIDs (MyProcPid) in the map, and a server in a container has a PID
+ * Is the current process the one that was marked, and not a later one that
+ * got the same PID after the marked one died without unmarking?
+ */
+static __always_inline bool
+task_matches_mark(const struct pce_scan_mark *mark)
+{
+	/* 0: marked by a tool that did not know the start time */
+	return mark->proc_start_ticks == 0 ||
+		mark->proc_start_ticks == current_process_start_ticks();
+}
+
+/*
+ * A task's PID (or TGID) as the server sees PIDs.  The server puts its own
+ * PIDs (MyProcPid) in the map, and a server in a container has a PID
  * namespace of its own: there the same process is, say, 57 to itself and
  * 81234 to bpf_get_current_pid_tgid().  The module writes the inode number
  * of its PID namespace into the knobs (pid_ns_ino); a task whose own PID
@@ -110,43 +181,127 @@ task_matches_mark(const struct pce_scan_mark *mark)
  * read the current task; so the tracker and the policy read it here.
  */
 static __always_inline bool
-current_tid_as_server_sees_it(__u32 *tid)
+pid_nr_in_server_ns(struct pid *pid, __u32 ns_ino, __u32 *nr)
 {
-	__u32		ns_ino = KNOB(pid_ns_ino);
-	struct task_struct *task;
-	struct pid *pid;
+	unsigned int level = BPF_CORE_READ(pid, level);
 	struct upid *own;
-	unsigned int level;
 
-	if (ns_ino == 0 || ns_ino == PCE_INIT_PID_NS_INO)
-	{
-		*tid = (__u32) bpf_get_current_pid_tgid();
-		return true;
-	}
-	task = bpf_get_current_task_btf();
-	pid = BPF_CORE_READ(task, thread_pid);
-	level = BPF_CORE_READ(pid, level);
 	/* numbers[] is indexed by namespace level: the task's own is the last */
 	own = (struct upid *) ((char *) pid + bpf_core_field_offset(struct pid, numbers)) + level;
 	if (BPF_CORE_READ(own, ns, ns.inum) != ns_ino)
 		return false;
-	*tid = (__u32) BPF_CORE_READ(own, nr);
+	*nr = (__u32) BPF_CORE_READ(own, nr);
 	return true;
 }
 
-/* Is the current task marked as scanning (and is tracking switched on)? */
+/* The current task's thread ID and thread group ID, as the server sees PIDs. */
+static __always_inline bool
+current_ids_as_server_sees_them(__u32 *tid, __u32 *tgid)
+{
+	__u32		ns_ino = KNOB(pid_ns_ino);
+	struct task_struct *task;
+
+	if (ns_ino == 0 || ns_ino == PCE_INIT_PID_NS_INO)
+	{
+		__u64		pid_tgid = bpf_get_current_pid_tgid();
+
+		*tid = (__u32) pid_tgid;
+		*tgid = (__u32) (pid_tgid >> 32);
+		return true;
+	}
+	task = bpf_get_current_task_btf();
+	return pid_nr_in_server_ns(BPF_CORE_READ(task, thread_pid), ns_ino, tid) &&
+		pid_nr_in_server_ns(BPF_CORE_READ(task, group_leader, thread_pid), ns_ino, tgid);
+}
+
+/* Is the process with ProcNumber procno marked? */
+static __always_inline bool
+procno_is_marked(__s32 procno)
+{
+	__u32		key = (__u32) procno;
+	const struct pce_scan_owner *owner = bpf_map_lookup_elem(&scan_owners, &key);
+	const struct pce_scan_mark *mark;
+	__u32		pid;
+
+	if (!owner)
+		return false;
+	pid = owner->pid;
+	mark = bpf_map_lookup_elem(&scan_pids, &pid);
+	return mark && mark->proc_start_ticks == owner->proc_start_ticks;
+}
+
+/*
+ * The I/O handle the I/O worker w is executing, found as the argument of
+ * one of its innermost error contexts; 0 if none is a handle.
+ */
+static __always_inline __u64
+io_worker_current_handle(const struct pce_io_worker *w)
+{
+	__u64		frame = 0,
+				arg = 0,
+				end = w->io_handles + (__u64) w->io_handle_count * w->io_handle_size;
+
+	if (w->io_handle_size == 0 ||
+		bpf_probe_read_user(&frame, sizeof(frame), (void *) w->error_context_stack) != 0)
+		return 0;
+	for (int depth = 0; depth < PCE_ERROR_CONTEXT_DEPTH && frame != 0; depth++)
+	{
+		if (bpf_probe_read_user(&arg, sizeof(arg), (void *) (frame + w->context_arg_offset)) != 0)
+			return 0;
+		if (arg >= w->io_handles && arg < end &&
+			(arg - w->io_handles) % w->io_handle_size == 0)
+			return arg;
+		if (bpf_probe_read_user(&frame, sizeof(frame),
+								(void *) (frame + w->context_previous_offset)) != 0)
+			return 0;
+	}
+	return 0;
+}
+
+/* Is the current process an I/O worker performing a marked process's I/O? */
+static __always_inline bool
+io_worker_reads_for_scan(__u32 tgid)
+{
+	const struct pce_io_worker *w = bpf_map_lookup_elem(&io_workers, &tgid);
+	__u64		handle;
+	__s32		owner = -1;
+
+	if (!w || w->proc_start_ticks != current_process_start_ticks())
+		return false;
+	handle = io_worker_current_handle(w);
+	if (handle == 0 ||
+		bpf_probe_read_user(&owner, sizeof(owner), (void *) (handle + w->owner_offset)) != 0)
+		return false;
+	return procno_is_marked(owner);
+}
+
+/* For whom is the current task reading (and is tracking switched on)? */
+static __always_inline enum pce_reader
+current_reader(void)
+{
+	__u32		tid,
+				tgid;
+	struct pce_scan_mark *mark;
+
+	if (!KNOB(tracking) || !current_ids_as_server_sees_them(&tid, &tgid))
+		return PCE_READER_NONE;
+	mark = bpf_map_lookup_elem(&scan_pids, &tgid);
+	if (mark)
+	{
+		if (!task_matches_mark(mark))
+			return PCE_READER_NONE;
+		return tid == tgid ? PCE_READER_SELF : PCE_READER_THREAD;
+	}
+	if (KNOB(io_workers) && io_worker_reads_for_scan(tgid))
+		return PCE_READER_IO_WORKER;
+	return PCE_READER_NONE;
+}
+
+/* Is the current task reading for a scan? */
 static __always_inline bool
 current_task_is_scan(void)
 {
-	__u32		tid;
-	struct pce_scan_mark *mark;
-
-	if (!KNOB(tracking) || !current_tid_as_server_sees_it(&tid))
-		return false;
-	mark = bpf_map_lookup_elem(&scan_pids, &tid);
-	if (!mark)
-		return false;
-	return task_matches_mark(mark);
+	return current_reader() != PCE_READER_NONE;
 }
 
 /* The current task's mark, when it is a live mark of an external tree. */
@@ -157,6 +312,24 @@ current_task_is_external(void)
 	struct pce_scan_mark *mark = bpf_map_lookup_elem(&scan_pids, &tid);
 
 	return mark && mark->reason == PCE_REASON_EXTERNAL && task_matches_mark(mark);
+}
+
+/* Count an insertion by reader (both mechanisms count the same way). */
+static __always_inline void
+count_insertion(enum pce_reader reader)
+{
+	if (reader == PCE_READER_NONE)
+	{
+		stat_inc(PCE_STAT_FOLIOS_ADDED_OTHER);
+		return;
+	}
+	stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN);
+	if (reader != PCE_READER_IO_WORKER && current_task_is_external())
+		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
+	if (reader == PCE_READER_IO_WORKER)
+		stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN_BY_IO_WORKER);
+	else if (reader == PCE_READER_THREAD)
+		stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN_BY_IO_THREAD);
 }
 
 /* A task's start time in the ticks of /proc/<pid>/stat (field 22). */

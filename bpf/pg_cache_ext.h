@@ -27,6 +27,8 @@
 #define PCE_PIN_TRACKER_ACTIVATE_LINK "tracker_activate_link"
 #define PCE_PIN_POLICY_STATE	"policy_state"
 #define PCE_PIN_TRACKER_FORK_LINK "tracker_fork_link"
+#define PCE_PIN_IO_WORKERS		"io_workers"
+#define PCE_PIN_SCAN_OWNERS		"scan_owners"
 
 /* Capacity of the scan-PID map: more than any max_connections we expect. */
 #define PCE_MAX_SCAN_PIDS		8192
@@ -105,6 +107,47 @@ struct pce_scan_mark
 };
 
 /*
+ * PostgreSQL 18+ asynchronous I/O (io_method = worker): an I/O worker
+ * process performs the read of an I/O that a backend owns.  The BPF side
+ * attributes the pages an I/O worker inserts to the owner of the I/O it is
+ * executing (see "Who read the page" in maps.bpf.h):
+ *
+ * io_workers	the cluster's I/O worker processes, by PID, each with where
+ *				to find, in its own memory, the I/O it is executing: the
+ *				worker's error context (PostgreSQL's error_context_stack)
+ *				has the I/O handle as its argument while it performs the
+ *				I/O, and the handle holds its owner's ProcNumber.  Written
+ *				by the module's background worker.
+ * scan_owners	marked processes by ProcNumber: which mark of scan_pids an
+ *				I/O owned by that ProcNumber belongs to.  Written with the
+ *				mark when the server uses I/O workers.
+ *
+ * The addresses are the server's own (every process of a cluster is
+ * forked from the postmaster, so they are the same in all of them).
+ */
+#define PCE_MAX_IO_WORKERS		64	/* 18: io_workers <= 32; 19: io_max_workers */
+
+struct pce_io_worker
+{
+	__u64		proc_start_ticks;	/* of the I/O worker, as in pce_scan_mark */
+	__u64		error_context_stack;	/* address of the variable */
+	__u64		io_handles;		/* pgaio_ctl->io_handles */
+	__u32		io_handle_count;	/* pgaio_ctl->io_handle_count */
+	__u32		io_handle_size;	/* sizeof(PgAioHandle) */
+	__u32		owner_offset;	/* offsetof(PgAioHandle, owner_procno) */
+	__u32		context_arg_offset;	/* offsetof(ErrorContextCallback, arg) */
+	__u32		context_previous_offset;	/* offsetof(ErrorContextCallback, previous) */
+	__u32		reserved;		/* 0 */
+};
+
+struct pce_scan_owner
+{
+	__u64		proc_start_ticks;	/* the mark's, so a stale entry matches nothing */
+	__u32		pid;			/* key of the mark in scan_pids */
+	__u32		reserved;		/* 0 */
+};
+
+/*
  * Counters kept by the BPF programs, in a per-CPU array indexed by enum
  * pce_stat.  Both mechanisms use the same layout; a mechanism leaves the
  * counters it has no use for at zero.  One line per counter: its enum
@@ -127,7 +170,9 @@ struct pce_scan_mark
 	X(FOLIOS_UNTRACKED, "folios_untracked")	/* cache_ext: folio_lists full, left to the kernel's LRU */ \
 	X(FOLIOS_LIST_REFUSED, "folios_list_refused")	/* cache_ext: the kernel refused to list it (another NUMA node) */ \
 	X(FOLIOS_ADDED_EXTERNAL, "folios_added_external")	/* of folios_added_scan: by an external tree */ \
-	X(MARKS_INHERITED, "marks_inherited")	/* external marks copied to a new child or thread */
+	X(MARKS_INHERITED, "marks_inherited")	/* external marks copied to a new child or thread */ \
+	X(FOLIOS_ADDED_SCAN_BY_IO_WORKER, "folios_added_scan_by_io_worker")	/* part of folios_added_scan: an I/O worker did a marked process's I/O */ \
+	X(FOLIOS_ADDED_SCAN_BY_IO_THREAD, "folios_added_scan_by_io_thread")	/* part of folios_added_scan: another thread of it (io_uring's iou-wrk) */
 
 #define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat
@@ -159,10 +204,12 @@ struct pce_knobs
 	__u32		promote_on_access;	/* promote scan folios touched by others */
 	__u32		scan_min_percent;	/* cache_ext: scan list below this share of the
 									 * cgroup is not drained first */
-	__u32		reserved[3];	/* 0; reserved[0] was a read bypass, removed */
+	__u32		reserved[2];	/* 0; reserved[0] was a read bypass, removed */
 	__u32		pid_ns_ino;		/* not a GUC: the inode number of the server's PID
 								 * namespace (stat /proc/self/ns/pid), whose PIDs
 								 * the scan-PID map holds; 0: the initial one */
+	__u32		io_workers;		/* the server reads through I/O workers
+								 * (io_method = worker): look them up */
 };
 
 #define PCE_KNOB_DEFAULT_tracking			1
@@ -170,6 +217,7 @@ struct pce_knobs
 #define PCE_KNOB_DEFAULT_scan_min_percent	5
 #define PCE_KNOB_MAX_scan_min_percent		100
 #define PCE_KNOB_DEFAULT_pid_ns_ino			0
+#define PCE_KNOB_DEFAULT_io_workers			0	/* set by the module from io_method */
 
 /*
  * The initial PID namespace's inode number (PROC_PID_INIT_INO, fixed in the
@@ -191,6 +239,7 @@ pce_knobs_defaults(struct pce_knobs *k)
 		.tracking = PCE_KNOB_DEFAULT(tracking),
 		.promote_on_access = PCE_KNOB_DEFAULT(promote_on_access),
 		.scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent),
+		.io_workers = PCE_KNOB_DEFAULT(io_workers),
 	};
 }
 

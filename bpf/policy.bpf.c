@@ -14,8 +14,10 @@
  *
  * Callbacks, in the order a folio meets them:
  *
- *	folio_added		choose the list from the inserting task (current_task_is_scan())
- *					and remember the choice in folio_lists, keyed by folio address.
+ *	folio_added		choose the list by whom the inserting task reads for
+ *					(current_reader() in maps.bpf.h: a marked process, a thread of
+ *					it, or an I/O worker performing its I/O) and remember the
+ *					choice in folio_lists, keyed by folio address.
  *	folio_accessed	a scan folio touched by an unmarked task is promoted to the
  *					main list (knob promote_on_access); a main folio is refreshed.
  *					Folios the policy never saw (cached before it was attached) are
@@ -444,17 +446,14 @@ list_folio(struct folio *folio, u32 which)
 SEC("struct_ops/pce_folio_added")
 void BPF_PROG(pce_folio_added, struct folio *folio)
 {
-	bool		scan = current_task_is_scan();
-	u32			which = scan ? PCE_LIST_SCAN : PCE_LIST_MAIN;
+	enum pce_reader reader = current_reader();
 	enum pce_stat not_listed;
 
-	stat_inc(scan ? PCE_STAT_FOLIOS_ADDED_SCAN : PCE_STAT_FOLIOS_ADDED_OTHER);
-	if (scan && current_task_is_external())
-		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
+	count_insertion(reader);
 	if (detach_phase() != PCE_POLICY_ACTIVE)
 		return;					/* detaching: left to the kernel's LRU */
 	/* counted once, here; a later access retries the adoption uncounted */
-	not_listed = list_folio(folio, which);
+	not_listed = list_folio(folio, reader != PCE_READER_NONE ? PCE_LIST_SCAN : PCE_LIST_MAIN);
 	if (not_listed != PCE_STAT__COUNT)
 		stat_inc(not_listed);
 }

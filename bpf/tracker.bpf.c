@@ -7,8 +7,9 @@
  * we can see every folio as it is inserted into the page cache: the
  * mm_filemap_add_to_page_cache tracepoint fires in the context of the task
  * whose read caused the insertion (including its readahead).  When that
- * task's PID is in the scan-PID map, we push (dev, inode, index, size) into
- * a ring buffer.  The background worker in PostgreSQL drains the ring,
+ * task reads for a marked process (the process itself, a thread of it, or
+ * an I/O worker performing its I/O: current_reader() in maps.bpf.h), we
+ * push (dev, inode, index, size) into a ring buffer.  The background worker in PostgreSQL drains the ring,
  * coalesces records into per-file extents and drops the oldest extents with
  * posix_fadvise(DONTNEED) once the scans' pages exceed a budget.
  *
@@ -39,7 +40,8 @@
  * address.  (fentry on folio_mark_accessed would see every touch, but
  * fentry is refused on the kernels this runs on.)
  *
- * Insertions by unmarked tasks cost one hash lookup and one per-CPU
+ * Insertions by unmarked tasks cost one hash lookup (two when the server
+ * reads through I/O workers: maps.bpf.h) and one per-CPU
  * increment; an activation costs one lookup in the scan-folio map.
  *
  * Readers outside the server (a backup's tar, rsync, pgBackRest) are marked
@@ -202,15 +204,11 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 {
 	struct scan_chunk key = folio_key(folio);
 	__u8		one = 1;
+	enum pce_reader reader = current_reader();
 
-	if (!current_task_is_scan())
-	{
-		stat_inc(PCE_STAT_FOLIOS_ADDED_OTHER);
+	count_insertion(reader);
+	if (reader == PCE_READER_NONE)
 		return 0;
-	}
-	stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN);
-	if (current_task_is_external())
-		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
 	/*
 	 * The record first, then the map entry: a promotion can only be sent
 	 * once the entry exists, so it always reaches the evictor after the

@@ -10,7 +10,8 @@
  * of global/pg_control, what GetSystemIdentifier() returns in the server)
  * and the device and inode of its data directory (bpf/pce_paths.h):
  *
- *	scan_pids, stats, knobs, loader_info	maps shared by every mechanism
+ *	scan_pids, stats, knobs, loader_info, io_workers, scan_owners
+ *											maps shared by every mechanism
  *	folio_events							ring buffer (stock mechanism)
  *	tracker_link, tracker_remove_link		tracepoint links (stock mechanism)
  *	tracker_activate_link					tracepoint link for promotion (stock mechanism)

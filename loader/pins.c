@@ -72,6 +72,8 @@ static const struct
 	{PCE_PIN_STATS, true},
 	{PCE_PIN_KNOBS, true},
 	{PCE_PIN_LOADER_INFO, true},
+	{PCE_PIN_IO_WORKERS, true},
+	{PCE_PIN_SCAN_OWNERS, true},
 	{PCE_PIN_FOLIO_EVENTS, true},
 	{PCE_PIN_TRACKER_LINK, false},
 	{PCE_PIN_TRACKER_REMOVE_LINK, false},

@@ -27,6 +27,8 @@
 #                         PCE_TESTS set, only the host's lane)
 #   PCE_LANE_REBUILD=1    rebuild the chroots even if complete
 #   PCE_LANE_TESTS="t/001_foundation.pl"   TAP tests of the chroot lanes
+#   PCE_IO_METHODS="worker"   io_method values the tests of reads loop over
+#                         on 18+ (default: sync io_uring worker; t/PceTest.pm)
 #   scripts/lanes.sh --build 17            only make the chroot of a lane
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -230,6 +232,7 @@ run_lane() {
 	in_root "$root" env PCE_IN_LANE=1 PCE_NO_BENCH=1 PG_MAJOR="$v" \
 		PCE_WORK="/var/tmp/pce-lane-$v" PCE_PORT=$((55400 + v)) \
 		${PCE_FUZZ_SECONDS:+PCE_FUZZ_SECONDS=$PCE_FUZZ_SECONDS} \
+		${PCE_IO_METHODS:+PCE_IO_METHODS="$PCE_IO_METHODS"} \
 		PCE_TESTS="${PCE_LANE_TESTS:-$(cd "$SRC" && echo t/0[0-8]*)}" \
 		bash /var/tmp/pce-lane-src/scripts/test.sh
 }

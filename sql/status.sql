@@ -18,3 +18,8 @@ SELECT value ~ '^kernel.unprivileged_bpf_disabled = [0-9]: fine' AS unprivileged
   FROM cache_ext_status() WHERE name = 'unprivileged_bpf';
 SELECT value::timestamptz <= now() AS stats_since_is_a_past_time
   FROM cache_ext_status() WHERE name = 'stats_since';
+-- how reads are attributed (PostgreSQL 18's I/O workers included): said, no warning
+SELECT value ~ '^(by the reading process|io_method = (sync|io_uring|worker): by the reading process)'
+       AS attribution_said,
+       (SELECT count(*) FROM cache_ext_status() WHERE name = 'warning') AS warnings
+  FROM cache_ext_status() WHERE name = 'attribution';

@@ -60,6 +60,8 @@ static PceMap maps[] = {
 	{PCE_PIN_STATS, -1, 0},
 	{PCE_PIN_KNOBS, -1, 0},
 	{PCE_PIN_LOADER_INFO, -1, 0},
+	{PCE_PIN_IO_WORKERS, -1, 0},
+	{PCE_PIN_SCAN_OWNERS, -1, 0},
 };
 
 #define NUM_MAPS lengthof(maps)
@@ -622,4 +624,58 @@ pce_map_write_knobs(const struct pce_knobs *k)
 	if (!pce_maps_open(false))
 		return false;
 	return bpf_map_update_elem(pce_map_fd(PCE_PIN_KNOBS), &key, k, BPF_ANY) == 0;
+}
+
+/*
+ * Small maps keyed by a __u32 (io_workers, scan_owners): put, remove, get,
+ * and list their keys.  put and remove return 0 or an errno (ENODEV without
+ * maps).
+ */
+int
+pce_map_put(const char *name, __u32 key, const void *value)
+{
+	if (!pce_maps_open(false))
+		return ENODEV;
+	if (bpf_map_update_elem(pce_map_fd(name), &key, value, BPF_ANY) != 0)
+		return errno;
+	return 0;
+}
+
+int
+pce_map_remove(const char *name, __u32 key)
+{
+	if (state != PCE_MAPS_OK)
+		return ENODEV;
+	if (bpf_map_delete_elem(pce_map_fd(name), &key) != 0)
+		return errno;
+	return 0;
+}
+
+bool
+pce_map_get(const char *name, __u32 key, void *value)
+{
+	if (!pce_maps_open(false))
+		return false;
+	return bpf_map_lookup_elem(pce_map_fd(name), &key, value) == 0;
+}
+
+/* Up to max keys of map name into keys; how many, or -1 without maps. */
+int
+pce_map_keys(const char *name, __u32 *keys, int max)
+{
+	int			fd;
+	__u32		next,
+			   *prev = NULL;
+	int			n = 0;
+
+	if (!pce_maps_open(false))
+		return -1;
+	fd = pce_map_fd(name);
+	while (n < max && bpf_map_get_next_key(fd, prev, &next) == 0)
+	{
+		keys[n] = next;
+		prev = &keys[n];
+		n++;
+	}
+	return n;
 }

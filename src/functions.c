@@ -208,16 +208,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	/* counters start at zero at server start, crash restart and reset */
 	put_text_row(rsinfo, "stats_since", timestamptz_to_str(pce_shared->stats_reset));
 
-#if PG_VERSION_NUM >= 180000
-	{
-		const char *io_method = GetConfigOption("io_method", true, false);
-
-		if (io_method && strcmp(io_method, "worker") == 0)
-			put_text_row(rsinfo, "warning",
-						 "io_method = worker: scan blocks are read by I/O workers, not by the "
-						 "marked backend; set io_method = io_uring or sync");
-	}
-#endif
+	put_text_row(rsinfo, "attribution", pce_aio_attribution(buf, sizeof(buf)));
 
 	return (Datum) 0;
 }

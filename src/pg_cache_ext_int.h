@@ -19,6 +19,8 @@
  *					them by (device, inode) without walking the cluster
  *	functions.c		the SQL-callable functions
  *	cachestat.c		the cachestat() system call (page cache residency)
+ *	aio.c			PostgreSQL 18+ asynchronous I/O: I/O workers and the owners of
+ *					I/O, so that reads are attributed to the process they are for
  *
  *-------------------------------------------------------------------------
  */
@@ -156,6 +158,10 @@ extern int	pce_map_walk_marks(PceMarkVisitor visit, void *arg);
 extern bool pce_map_read_stats(uint64 *out);
 extern bool pce_map_read_loader_info(struct pce_loader_info *out);
 extern bool pce_map_write_knobs(const struct pce_knobs *knobs);
+extern int	pce_map_put(const char *name, __u32 key, const void *value);
+extern int	pce_map_remove(const char *name, __u32 key);
+extern bool pce_map_get(const char *name, __u32 key, void *value);
+extern int	pce_map_keys(const char *name, __u32 *keys, int max);
 
 /*
  * status.c: the settings that reach the evictor and the BPF knobs, taken
@@ -186,6 +192,14 @@ extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid reli
 						   Oid userid);
 extern void pce_unmark_other(int pid, int procno);
 extern int	pce_remove_stale_marks(bool sweep_slots);
+
+/* aio.c */
+extern bool pce_aio_owner_marks(void);
+extern void pce_aio_mark_owner(int procno, int pid, uint64 proc_start_ticks);
+extern void pce_aio_unmark_owner(int procno, int pid);
+extern int	pce_aio_remove_stale_owners(void);
+extern void pce_aio_register_workers(void);
+extern const char *pce_aio_attribution(char *buf, size_t len);
 
 /* classify.c */
 extern void pce_classify_init(void);

@@ -19,6 +19,10 @@
  * pg_cache_ext_run and handed down by the tracker; they have no slot and
  * are removed by the wrapper, or here once the wrapper is gone.
  *
+ * When the server reads through I/O workers (PostgreSQL 18+), a mark also
+ * gives its ProcNumber to the BPF side, which attributes an I/O worker's
+ * reads to the owner of the I/O (aio.c).
+ *
  * Every mark carries the real start time of its process.  Members of the
  * pins' group can write the map too; an entry without a start time (0), or
  * with one that is not its process's, is removed by the same sweep, so
@@ -135,6 +139,9 @@ mark_process(int pid, int procno, const struct pce_scan_mark *mark, Oid userid)
 {
 	bool		in_kernel = put_in_kernel_map(pid, mark);
 
+	/* the mark first: the BPF side checks the owner entry against it */
+	if (in_kernel)
+		pce_aio_mark_owner(procno, pid, mark->proc_start_ticks);
 	set_slot(procno, pid, mark, userid, in_kernel);
 	pce_count(PCE_USTAT_MARKS, 1);
 	if (pce_shared)
@@ -145,6 +152,7 @@ mark_process(int pid, int procno, const struct pce_scan_mark *mark, Oid userid)
 static void
 unmark_process(int pid, int procno)
 {
+	pce_aio_unmark_owner(procno, pid);
 	pce_map_delete_mark((__u32) pid);
 	clear_slot(procno, pid);
 	pce_count(PCE_USTAT_UNMARKS, 1);
@@ -299,6 +307,7 @@ pce_remove_stale_marks(bool sweep_slots)
 		if (pce_map_delete_mark(stale[i]) == 0)
 			removed++;
 	}
+	removed += pce_aio_remove_stale_owners();
 	if (removed > 0)
 		pce_count(PCE_USTAT_STALE_MARKS_REMOVED, removed);
 	if (ctx.slots)

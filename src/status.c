@@ -64,6 +64,8 @@ pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs)
 	knobs->promote_on_access = settings->promote_on_access;
 	knobs->scan_min_percent = settings->scan_min_percent;
 	knobs->pid_ns_ino = own_pid_ns_ino();
+	/* fixed at server start: the BPF side skips the I/O worker rule without it */
+	knobs->io_workers = pce_aio_owner_marks();
 }
 
 const char *

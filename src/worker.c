@@ -11,7 +11,8 @@
  *	  keep scan pages within budget (evictor.c);
  *	- every 250 ms, remove marks of processes that are gone (SIGKILL,
  *	  crash) and mark autovacuum workers and base-backup WAL senders, which
- *	  run no hook of ours, while they do that work.
+ *	  run no hook of ours, while they do that work; register the I/O
+ *	  workers of PostgreSQL 18+ (aio.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -234,6 +235,7 @@ pce_worker_main(Datum arg)
 		{
 			pce_remove_stale_marks(true);
 			mark_background_processes();
+			pce_aio_register_workers();
 			last_housekeeping = now;
 		}
 

@@ -63,13 +63,14 @@ sub cached_bytes
 # A marked scan brings the whole table in; an unmarked backend then reads
 # its first half (read(2) through pg_read_binary_file, as a backend reading
 # blocks into shared_buffers would); then the budget shrinks to 1 MB.
-sub scan_then_read_half
+sub try_scan_then_read_half
 {
 	my ($promote, $reader_scan) = @_;
 	set_conf(scan_budget => "'256MB'", promote_on_access => $promote);
 	# empty shared_buffers, so that every block of the scan comes from the kernel
 	$node->restart;
 	root('drop-caches');
+	my $drops = caches_dropped();
 	note(sprintf('after drop-caches: %.1f MB cached', cached_bytes() / $mb));
 	my $promoted_before = stat_value($node, 'bytes_promoted');
 	$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM shared_t');
@@ -87,25 +88,64 @@ sub scan_then_read_half
 	set_conf(scan_budget => "'1MB'");
 	wait_until(sub { stat_value($node, 'bytes_tracked') <= $mb }, 5);
 	note('after the budget shrank: ' . stats_line());
-	return ($tracked, $promoted, cached_bytes());
+	return ($tracked, $promoted, cached_bytes(), caches_dropped() != $drops);
 }
 
-my ($tracked, $promoted, $cached) = scan_then_read_half('on', 'off');
-cmp_ok($tracked, '>=', $size * 0.8, sprintf('the marked scan was tracked (%.1f MB of %.1f MB)', $tracked / $mb, $size / $mb));
-cmp_ok($promoted, '>=', $half * 0.9, sprintf('the unmarked read promoted its half (%.1f MB)', $promoted / $mb));
-cmp_ok($cached, '>=', $half * 0.95, sprintf('promotion on: the half an unmarked backend read stays cached (%.1f MB of %.1f MB)', $cached / $mb, $half / $mb));
-cmp_ok($cached, '<=', $half + 2 * $mb, sprintf('promotion on: the rest of the scan left the cache (%.1f MB cached)', $cached / $mb));
+# The above, redone (up to three times) when another run dropped the
+# machine's caches meanwhile.
+sub scan_then_read_half
+{
+	my @r;
+	for my $try (1 .. 3)
+	{
+		@r = try_scan_then_read_half(@_);
+		last if !$r[3];
+		note("another run dropped the page cache during try $try; again");
+	}
+	return @r[0 .. 2];
+}
 
-($tracked, $promoted, $cached) = scan_then_read_half('off', 'off');
-cmp_ok($promoted, '==', 0, 'promotion off: nothing promoted');
-cmp_ok($cached, '<=', 2 * $mb, sprintf('promotion off: the same reads keep nothing (%.1f MB cached)', $cached / $mb));
+# On 18 and later under every io_method: the marked scan's pages are read
+# by I/O workers, io_uring or the backend, and must be tracked all the same.
+for my $method (io_methods($node))
+{
+	my $m = defined $method ? "io_method = $method: " : '';
+	if (defined $method)
+	{
+		$node->safe_psql('postgres', "ALTER SYSTEM SET io_method = '$method'");
+		$node->restart;	# scan_then_read_half restarts too; this one checks the setting
+		is($node->safe_psql('postgres', 'SHOW io_method'), $method, "the server runs with io_method = $method");
+	}
+	my ($tracked, $promoted, $cached) = scan_then_read_half('on', 'off');
+	cmp_ok($tracked, '>=', $size * 0.8, sprintf('%sthe marked scan was tracked (%.1f MB of %.1f MB)', $m, $tracked / $mb, $size / $mb));
+	if (defined $method && $method eq 'worker')
+	{
+		# A large folio that two I/O workers read for the scan (each through
+		# its own file descriptor) is activated by the scan itself, and the
+		# unmarked read of it then sends no signal on a stock kernel (README,
+		# "PostgreSQL 18/19 asynchronous I/O"): part of the half is promoted,
+		# and what is promoted stays.
+		cmp_ok($promoted, '>', 0, sprintf('%sthe unmarked read promoted part of its half (%.1f MB of %.1f MB)', $m, $promoted / $mb, $half / $mb));
+		cmp_ok($cached, '>=', $promoted * 0.95, sprintf('%spromotion on: what was promoted stays cached (%.1f MB)', $m, $cached / $mb));
+	}
+	else
+	{
+		cmp_ok($promoted, '>=', $half * 0.9, sprintf('%sthe unmarked read promoted its half (%.1f MB)', $m, $promoted / $mb));
+		cmp_ok($cached, '>=', $half * 0.95, sprintf('%spromotion on: the half an unmarked backend read stays cached (%.1f MB of %.1f MB)', $m, $cached / $mb, $half / $mb));
+	}
+	cmp_ok($cached, '<=', $half + 2 * $mb, sprintf('%spromotion on: the rest of the scan left the cache (%.1f MB cached)', $m, $cached / $mb));
 
-like(status($node)->{promotion}, qr/^off \(pg_cache_ext.promote_on_access\)/, 'status says promotion is off, and why');
+	($tracked, $promoted, $cached) = scan_then_read_half('off', 'off');
+	cmp_ok($promoted, '==', 0, "${m}promotion off: nothing promoted");
+	cmp_ok($cached, '<=', 2 * $mb, sprintf('%spromotion off: the same reads keep nothing (%.1f MB cached)', $m, $cached / $mb));
 
-# a second read by a backend that is itself scanning is no sign of OLTP use
-($tracked, $promoted, $cached) = scan_then_read_half('on', 'on');
-cmp_ok($promoted, '==', 0, 'a marked reader promotes nothing');
-cmp_ok($cached, '<=', 2 * $mb, sprintf('and its reads keep nothing (%.1f MB cached)', $cached / $mb));
+	like(status($node)->{promotion}, qr/^off \(pg_cache_ext.promote_on_access\)/, "${m}status says promotion is off, and why");
+
+	# a second read by a backend that is itself scanning is no sign of OLTP use
+	($tracked, $promoted, $cached) = scan_then_read_half('on', 'on');
+	cmp_ok($promoted, '==', 0, "${m}a marked reader promotes nothing");
+	cmp_ok($cached, '<=', 2 * $mb, sprintf('%sand its reads keep nothing (%.1f MB cached)', $m, $cached / $mb));
+}
 
 # without the activation link, status says promotion is unavailable
 root('unpin', "$s->{pin_dir}/tracker_activate_link");

@@ -30,7 +30,7 @@ my $stock = $s->{mechanism} eq 'stock';
 # (the root-only owner pin binds the directory to its data directory: the
 # server never opens it)
 my @pins = sort grep { $_ ne 'owner' } map { basename($_) } glob("$pindir/*");
-my @expect = qw(knobs loader_info scan_pids stats);
+my @expect = qw(io_workers knobs loader_info scan_owners scan_pids stats);
 push @expect, $stock
   ? qw(folio_events tracker_link tracker_remove_link)
   : qw(policy_link policy_ops);

@@ -13,7 +13,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
-  wait_until capeff pin_dir_name);
+  wait_until capeff pin_dir_name io_methods use_io_method caches_dropped);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -39,10 +39,8 @@ sub new_node
 	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pg_cache_ext'")
 	  if $preload;
 	$node->append_conf('postgresql.conf', "shared_buffers = 16MB\n");
-	# 18 reads through I/O worker processes by default (io_method = worker),
-	# and the tracker sees the worker, not the marked backend: the README
-	# tells users to set io_method = sync or io_uring, and so do the tests
-	$node->append_conf('postgresql.conf', "io_method = sync\n") if $node->pg_version >= 18;
+	# 18+: io_method is the server's default (worker) unless a test asks
+	# for another (use_io_method)
 	$node->append_conf('postgresql.conf', "$_ = $conf{$_}") for sort keys %conf;
 	return $node;
 }
@@ -145,6 +143,40 @@ sub wait_until
 		usleep(50_000);
 	}
 	return $cond->() ? 1 : 0;
+}
+
+# The io_method values a test of reads runs under: on 18 and later every
+# method PostgreSQL has, the default (worker) last so that what follows a
+# loop over them runs under it (PCE_IO_METHODS="worker" narrows the list);
+# before 18 one pass without the setting (undef).
+sub io_methods
+{
+	my ($node) = @_;
+	return (undef) if $node->pg_version < 18;
+	return split ' ', ($ENV{PCE_IO_METHODS} // 'sync io_uring worker');
+}
+
+# Restart $node with io_method = $method (nothing before 18, or for undef).
+sub use_io_method
+{
+	my ($node, $method) = @_;
+	return if !defined $method || $node->pg_version < 18;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET io_method = '$method'");
+	$node->restart;
+	is($node->safe_psql('postgres', 'SHOW io_method'), $method, "the server runs with io_method = $method");
+}
+
+# How many times the machine's page cache was dropped (drop_caches, counted
+# in /proc/vmstat).  A round that measures cached bytes is redone when
+# another run (a lane of another checkout) dropped the caches meanwhile.
+sub caches_dropped
+{
+	open my $fh, '<', '/proc/vmstat' or return 0;
+	while (<$fh>)
+	{
+		return $1 if /^drop_pagecache (\d+)/;
+	}
+	return 0;
 }
 
 # Effective capabilities of a process, as the hex string in /proc.

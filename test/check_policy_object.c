@@ -44,7 +44,7 @@ main(int argc, char **argv)
 		"pce_init", "pce_evict_folios", "pce_folio_added",
 		"pce_folio_accessed", "pce_folio_evicted",
 	};
-	static const char *shared_maps[] = {"scan_pids", "stats", "knobs"};
+	static const char *shared_maps[] = {"scan_pids", "stats", "knobs", "io_workers", "scan_owners"};
 	struct bpf_object *obj;
 	struct bpf_map *ops;
 
