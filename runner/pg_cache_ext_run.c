@@ -171,7 +171,7 @@ parse_options(int argc, char **argv)
  * data directory owner's primary group, whose members the pins admit).
  */
 static void
-read_cluster(uint64_t *sysid, gid_t *server_gid)
+read_cluster(uint64_t *sysid, gid_t *server_gid, struct stat *datadir_st)
 {
 	char		path[PATH_MAX];
 	struct stat st;
@@ -190,6 +190,7 @@ read_cluster(uint64_t *sysid, gid_t *server_gid)
 	if (read(fd, sysid, sizeof(*sysid)) != sizeof(*sysid))
 		fail("cannot read the system identifier from \"%s\"", path);
 	close(fd);
+	*datadir_st = st;
 }
 
 /*
@@ -319,12 +320,16 @@ open_scan_map(struct pce_loader_info *li, char *why, size_t whylen)
 {
 	uint64_t	sysid;
 	gid_t		gid;
+	struct stat datadir_st;
+	char		name[PCE_CLUSTER_DIR_NAME_MAX];
 	char		dir[PATH_MAX];
 	int			dfd;
 	bool		ok;
 
-	read_cluster(&sysid, &gid);
-	snprintf(dir, sizeof(dir), "%s/%llu", opt.bpffs_dir, (unsigned long long) sysid);
+	/* the pin directory's name: the server's and the loader's rule */
+	read_cluster(&sysid, &gid, &datadir_st);
+	pce_cluster_dir_name(name, sysid, datadir_st.st_dev, datadir_st.st_ino);
+	snprintf(dir, sizeof(dir), "%s/%s", opt.bpffs_dir, name);
 	dfd = open_pin_dir(dir, gid, why, whylen);
 	if (dfd < 0)
 		return false;
