@@ -141,8 +141,8 @@ remove_if_same(int pid, uint64 start_ticks)
 
 /*
  * Mark pid for holder: kernel map, shared-memory slot, counters.  A process
- * already marked (same PID, same start time) only gains a holder and keeps
- * its first reason.  userid is the role cache_ext_scans() shows the row's
+ * already marked (same PID, same start time) only gains a holder, and keeps
+ * its first reason unless the worker's comes in.  userid is the role cache_ext_scans() shows the row's
  * details to.  True if the mark is in the kernel map.
  */
 static bool
@@ -158,6 +158,13 @@ mark_process(int pid, int procno, const struct pce_scan_mark *mark, Oid userid, 
 	if (slot->pid == pid && slot->start_ticks == mark->proc_start_ticks)
 	{
 		slot->holders |= holder;
+		/* the worker says what the whole process does: its reason wins */
+		if (holder == PCE_HOLDER_WORKER && slot->reason != mark->reason)
+		{
+			slot->in_kernel = put_in_kernel_map(pid, mark);
+			slot->reason = mark->reason;
+			slot->relid = mark->relid;
+		}
 		in_kernel = slot->in_kernel;
 		LWLockRelease(pce_shared->lock);
 		return in_kernel;
