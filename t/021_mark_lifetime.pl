@@ -233,8 +233,8 @@ ok(wait_until(sub {
 		"SELECT pid FROM cache_ext_scans() WHERE reason = 'autovacuum' AND relation = 'av2'::regclass");
 	$avpid ne '';
 }, 60), 'an autovacuum worker is marked by the worker while it vacuums');
-my $worker = $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_cache_ext worker'");
+my ($worker) = status($node)->{worker} =~ /^pid (\d+):/;
+ok($worker, "the worker's PID, from cache_ext_status()") or BAIL_OUT('no worker');
 kill 'STOP', $worker;
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($avpid)");
 ok(wait_until(sub { !-e "/proc/$avpid" }, 10), 'the autovacuum worker exits');
