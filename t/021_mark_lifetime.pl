@@ -181,19 +181,25 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM cache_ext_scans()"), '0',
 
 # ---- an autovacuum worker whose index expression runs a query ----
 $node->safe_psql('postgres', q{
-	-- its own query marks (scan = on), in every process that evaluates it
+	-- its query marks (scan = on), in every process that evaluates it
 	CREATE FUNCTION av_key(int) RETURNS int LANGUAGE sql IMMUTABLE
-		SET pg_cache_ext.scan = on
-		AS $$ SELECT $1 FROM pg_sleep(current_setting('pce_test.delay')::float8) $$;
+		SET pg_cache_ext.scan = on AS 'SELECT $1';
+	-- then the process works on without a query of its own (a simple
+	-- expression runs no ExecutorStart): the worker's mark must cover it
+	CREATE FUNCTION av_pause(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+	BEGIN
+		PERFORM pg_sleep(current_setting('pce_test.delay')::float8);
+		RETURN 0;
+	END $$;
 	SET pce_test.delay = 0;
 	CREATE TABLE av (g int) WITH (autovacuum_enabled = off);
-	CREATE INDEX av_expr ON av ((av_key(g)));
+	CREATE INDEX av_expr ON av ((av_key(g) + av_pause(g)));
 	INSERT INTO av SELECT g FROM generate_series(1, 2000) g;
 	ALTER TABLE av SET (autovacuum_enabled = on, autovacuum_analyze_scale_factor = 0,
 	                    autovacuum_analyze_threshold = 100);
 });
-# ANALYZE samples 300 rows (statistics target 1) and evaluates av_key() on
-# each: 300 queries of 20 ms in the autovacuum worker, 6 s.
+# ANALYZE samples 300 rows (statistics target 1) and evaluates the
+# expression on each: 300 queries, each followed by 20 ms of other work, 6 s.
 my ($phase_start, @late);
 wait_until(sub {
 	my $row = $node->safe_psql('postgres', q{
