@@ -532,9 +532,16 @@ pce_map_has_mark(__u32 pid)
 {
 	struct pce_scan_mark mark;
 
+	return pce_map_read_mark(pid, &mark);
+}
+
+/* The mark of pid into *mark; false if it has none (or without maps). */
+bool
+pce_map_read_mark(__u32 pid, struct pce_scan_mark *mark)
+{
 	if (!pce_maps_open(false))
 		return false;
-	return bpf_map_lookup_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid, &mark) == 0;
+	return bpf_map_lookup_elem(pce_map_fd(PCE_PIN_SCAN_PIDS), &pid, mark) == 0;
 }
 
 /*

@@ -6,115 +6,117 @@
  * A statement marks its backend when
  *	- its plan reads, by SeqScan, BitmapHeapScan or TidRangeScan, relations
  *	  whose blocks add up to more than pg_cache_ext.scan_threshold (checked
- *	  at ExecutorStart, so parallel workers, which run their own
- *	  ExecutorStart, are marked too);
+ *	  at ExecutorStart);
  *	- it is a utility command listed in pg_cache_ext.scan_commands (VACUUM,
  *	  ANALYZE, CREATE INDEX, REINDEX, CLUSTER, REFRESH MATERIALIZED VIEW,
  *	  COPY ... TO);
  *	- the session says so: SET pg_cache_ext.scan = on (and never with off).
  *
+ * Parallel workers scan for their leader, and most of them run no
+ * ExecutorStart (CREATE INDEX, VACUUM (PARALLEL n)): every parallel worker
+ * takes its lock group leader's mark when it starts (follow_leader_mark).
  * Background processes that run no hook of ours (autovacuum workers, WAL
  * senders sending a base backup) are classified here too, by
  * pce_background_reason(); the background worker applies it.
  *
- * Statements nest (functions, cursors, COPY (query) TO): the backend stays
- * marked until the outermost marking statement ends.  Each marking
- * statement pushes a frame; the mark is dropped when the last frame is
- * popped, at ExecutorEnd or when the utility command returns.  Frames left
- * behind by an error are popped by the (sub)transaction abort callbacks,
- * and the mark is dropped at backend exit in any case (registry.c).
+ * Statements nest (functions, cursors, COPY (query) TO, recursion to any
+ * depth): the backend stays marked while any marking statement lives.  Each
+ * one opens a frame, counted in live_frames, and its frame ends exactly
+ * once, with the statement itself:
+ *	- an executor frame when the statement's executor state is freed (a
+ *	  reset callback on its es_query_cxt): at ExecutorEnd, and also when a
+ *	  cursor that failed is closed, a subtransaction abort frees what ran
+ *	  in it, or a transaction ends, none of which runs ExecutorEnd;
+ *	- a utility frame when its ProcessUtility call returns or throws.
+ * A transaction abort ends every frame at once, by starting a new epoch:
+ * frames of the aborted transaction whose memory is freed later are then
+ * ignored.  The mark is dropped at backend exit in any case (registry.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "nodes/nodeFuncs.h"
+#include "storage/proc.h"
 #include "storage/bufmgr.h"
 #include "tcop/utility.h"
 #include "utils/backend_progress.h"
 #include "utils/backend_status.h"
 #include "utils/rel.h"
 
+#include "compat.h"
 #include "pg_cache_ext_int.h"
 #include "scan_commands.h"
 
 const char *const pce_reason_names[PCE_REASON__COUNT] = PCE_REASON_NAMES;
 
-/*
- * One marking statement.  key identifies it for its end (the QueryDesc for
- * executor frames, NULL for utility frames, which end in the same C frame);
- * nest_level lets a subtransaction abort pop only its own frames.
- */
-typedef struct MarkFrame
-{
-	const void *key;
-	int			nest_level;
-} MarkFrame;
-
-#define MAX_FRAMES 64
-
-static MarkFrame frames[MAX_FRAMES];
-static int	nframes = 0;
-static int	overflow_frames = 0;	/* frames beyond MAX_FRAMES, counted only */
+static int	live_frames = 0;	/* marking statements alive */
+static uint64 frame_epoch = 1;	/* a frame of an older epoch was ended by an abort */
 
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
-static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
-static void
-push_frame(const void *key, enum pce_reason reason, Oid relid)
+/* Open a frame (marking on the first); returns what end_frame() needs. */
+static uint64
+open_frame(enum pce_reason reason, Oid relid)
 {
-	if (nframes == 0 && overflow_frames == 0)
+	if (live_frames == 0)
 		pce_mark_self(reason, relid);
-	if (nframes < MAX_FRAMES)
-	{
-		frames[nframes].key = key;
-		frames[nframes].nest_level = GetCurrentTransactionNestLevel();
-		nframes++;
-	}
-	else
-		overflow_frames++;
+	live_frames++;
+	return frame_epoch;
 }
 
 static void
-pop_frame(const void *key)
+end_frame(uint64 epoch)
 {
-	if (overflow_frames > 0)
-		overflow_frames--;
-	else
-	{
-		for (int i = nframes - 1; i >= 0; i--)
-		{
-			if (frames[i].key == key)
-			{
-				memmove(&frames[i], &frames[i + 1], sizeof(MarkFrame) * (nframes - i - 1));
-				nframes--;
-				break;
-			}
-		}
-	}
-	if (nframes == 0 && overflow_frames == 0)
+	if (epoch != frame_epoch || live_frames == 0)
+		return;
+	if (--live_frames == 0)
 		pce_unmark_self();
 }
 
-static bool
-has_frame(const void *key)
+static void
+end_all_frames(void)
 {
-	for (int i = nframes - 1; i >= 0; i--)
-		if (frames[i].key == key)
-			return true;
-	return false;
+	frame_epoch++;
+	live_frames = 0;
+	pce_unmark_self();
 }
 
-static void
-pop_all_frames(void)
+/* A marking statement's frame, in its executor state's memory. */
+typedef struct ExecutorFrame
 {
-	nframes = 0;
-	overflow_frames = 0;
-	pce_unmark_self();
+	MemoryContextCallback callback;
+	uint64		epoch;
+} ExecutorFrame;
+
+static void
+end_executor_frame(void *arg)
+{
+	end_frame(((ExecutorFrame *) arg)->epoch);
+}
+
+/* The frame lives exactly as long as the statement's executor state. */
+static void
+open_executor_frame(QueryDesc *queryDesc, enum pce_reason reason, Oid relid)
+{
+	MemoryContext cxt;
+	ExecutorFrame *frame;
+
+	if (queryDesc->estate == NULL)
+		return;
+	cxt = queryDesc->estate->es_query_cxt;
+	frame = MemoryContextAllocExtended(cxt, sizeof(ExecutorFrame), MCXT_ALLOC_NO_OOM);
+	if (frame == NULL)
+		return;					/* not marked rather than an error */
+	frame->epoch = open_frame(reason, relid);
+	frame->callback.func = end_executor_frame;
+	frame->callback.arg = frame;
+	MemoryContextRegisterResetCallback(cxt, &frame->callback);
 }
 
 /* ---- plan-based rule ---- */
@@ -170,7 +172,7 @@ classify_plan(QueryDesc *queryDesc, int eflags)
 
 	if (pce_session_scan == PCE_SCAN_ON)
 	{
-		push_frame(queryDesc, PCE_REASON_SESSION, InvalidOid);
+		open_executor_frame(queryDesc, PCE_REASON_SESSION, InvalidOid);
 		return;
 	}
 	if (pce_scan_threshold < 0 || queryDesc->planstate == NULL)
@@ -181,7 +183,7 @@ classify_plan(QueryDesc *queryDesc, int eflags)
 	if (size.largest_relid != InvalidOid &&
 		(pce_scan_threshold == 0 ||
 		 size.total_blocks > (BlockNumber) pce_scan_threshold))
-		push_frame(queryDesc, PCE_REASON_SEQSCAN, size.largest_relid);
+		open_executor_frame(queryDesc, PCE_REASON_SEQSCAN, size.largest_relid);
 }
 
 /*
@@ -196,18 +198,6 @@ pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
 	else
 		standard_ExecutorStart(queryDesc, eflags);
 	classify_plan(queryDesc, eflags);
-}
-
-static void
-pce_ExecutorEnd(QueryDesc *queryDesc)
-{
-	if (nframes > 0 && has_frame(queryDesc))
-		pop_frame(queryDesc);
-
-	if (prev_ExecutorEnd)
-		prev_ExecutorEnd(queryDesc);
-	else
-		standard_ExecutorEnd(queryDesc);
 }
 
 /* ---- utility commands ---- */
@@ -302,7 +292,7 @@ pce_ProcessUtility(UTILITY_PARAMS)
 {
 	enum pce_reason reason = PCE_REASON_NONE;
 	Oid			relid = InvalidOid;
-	static const char utility_key;	/* utility frames share one key */
+	uint64		epoch;
 
 	if (pce_mode != PCE_MODE_OFF && pce_session_scan != PCE_SCAN_OFF)
 	{
@@ -315,50 +305,65 @@ pce_ProcessUtility(UTILITY_PARAMS)
 		return;
 	}
 
-	push_frame(&utility_key, reason, relid);
+	epoch = open_frame(reason, relid);
 	PG_TRY();
 	{
 		next_ProcessUtility(UTILITY_ARGS);
 	}
 	PG_FINALLY();
 	{
-		/* VACUUM commits internally, so the abort callbacks may have run */
-		if (has_frame(&utility_key))
-			pop_frame(&utility_key);
+		end_frame(epoch);
 	}
 	PG_END_TRY();
 }
 
-/* ---- cleanup on (sub)transaction end ---- */
+/* ---- parallel workers ---- */
+
+/*
+ * A parallel worker scans for its leader, and only parallel query runs
+ * ExecutorStart in it (CREATE INDEX and VACUUM (PARALLEL n) workers run
+ * none): every parallel worker takes its lock group leader's mark, with its
+ * reason, for the rest of its life (the frame is never ended; the mark
+ * goes when the worker exits).  Each worker joins the lock group first
+ * thing in ParallelWorkerMain and commits a transaction (InitPostgres's,
+ * and the one restoring the leader's libraries) before it touches a
+ * relation for its leader: the first pre-commit is where it looks.
+ */
+static void
+follow_leader_mark(void)
+{
+	static bool looked = false;
+	PGPROC	   *leader;
+	enum pce_reason reason;
+	Oid			relid;
+
+	if (looked || !IsParallelWorker() || MyProc == NULL)
+		return;
+	looked = true;
+	leader = MyProc->lockGroupLeader;
+	if (leader == NULL || leader == MyProc || pce_mode == PCE_MODE_OFF)
+		return;
+	if (pce_process_mark(leader->pid, PCE_PROCNO(leader), &reason, &relid))
+		(void) open_frame(reason, relid);
+}
+
+/* ---- transaction end ---- */
 
 static void
 pce_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			follow_leader_mark();
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			pop_all_frames();
+			end_all_frames();
 			break;
 		default:
 			break;
 	}
-}
-
-static void
-pce_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					 SubTransactionId parentSubid, void *arg)
-{
-	int			level;
-
-	if (event != SUBXACT_EVENT_ABORT_SUB || nframes == 0)
-		return;
-	/* frames opened inside the aborted subtransaction will never be popped */
-	level = GetCurrentTransactionNestLevel();
-	while (nframes > 0 && frames[nframes - 1].nest_level >= level)
-		nframes--;
-	if (nframes == 0 && overflow_frames == 0)
-		pce_unmark_self();
 }
 
 void
@@ -366,12 +371,9 @@ pce_classify_init(void)
 {
 	prev_ExecutorStart = ExecutorStart_hook;
 	ExecutorStart_hook = pce_ExecutorStart;
-	prev_ExecutorEnd = ExecutorEnd_hook;
-	ExecutorEnd_hook = pce_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = pce_ProcessUtility;
 	RegisterXactCallback(pce_xact_callback, NULL);
-	RegisterSubXactCallback(pce_subxact_callback, NULL);
 }
 
 /*

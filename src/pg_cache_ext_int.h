@@ -88,10 +88,22 @@ typedef enum PceUstat
 } PceUstat;
 #undef PCE_USTAT_ENUM_ENTRY
 
-/* One marked backend, for cache_ext_scans(); indexed by pgprocno. */
+/*
+ * Who holds a process's mark (PceScanSlot.holders).  A process can be
+ * marked by its own statements and by the background worker at once (an
+ * autovacuum worker whose index expression runs a query): the kernel entry
+ * stays until the last holder lets go.
+ */
+#define PCE_HOLDER_SELF		0x01	/* the process's own marking statements */
+#define PCE_HOLDER_WORKER	0x02	/* the background worker (autovacuum, base backup) */
+#define PCE_HOLDERS_ALL		(PCE_HOLDER_SELF | PCE_HOLDER_WORKER)
+
+/* One marked process, for cache_ext_scans(); indexed by pgprocno. */
 typedef struct PceScanSlot
 {
 	int			pid;			/* 0 when the slot is free */
+	uint64		start_ticks;	/* with pid, which process (PIDs are reused) */
+	uint8		holders;		/* PCE_HOLDER_* bits, never 0 while pid != 0 */
 	uint32		reason;			/* enum pce_reason */
 	Oid			relid;
 	Oid			dboid;
@@ -153,6 +165,7 @@ extern uint64 pce_maps_generation(void);
 extern int	pce_map_update_mark(__u32 pid, const struct pce_scan_mark *mark);
 extern int	pce_map_delete_mark(__u32 pid);
 extern bool pce_map_has_mark(__u32 pid);
+extern bool pce_map_read_mark(__u32 pid, struct pce_scan_mark *mark);
 typedef bool (*PceMarkVisitor) (__u32 pid, const struct pce_scan_mark *mark, void *arg);
 extern int	pce_map_walk_marks(PceMarkVisitor visit, void *arg);
 extern bool pce_map_read_stats(uint64 *out);
@@ -188,9 +201,10 @@ extern enum pce_mechanism pce_current_mechanism(const PceSettings *settings, con
 /* registry.c */
 extern bool pce_mark_self(enum pce_reason reason, Oid relid);
 extern void pce_unmark_self(void);
-extern bool pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid,
-						   Oid userid);
-extern void pce_unmark_other(int pid, int procno);
+extern uint64 pce_mark_other(int pid, int procno, enum pce_reason reason, Oid relid, Oid dboid,
+							 Oid userid);
+extern void pce_unmark_other(int pid, int procno, uint64 start_ticks);
+extern bool pce_process_mark(int pid, int procno, enum pce_reason *reason, Oid *relid);
 extern int	pce_remove_stale_marks(bool sweep_slots);
 
 /* aio.c */

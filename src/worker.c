@@ -44,6 +44,7 @@ typedef struct BgMark
 {
 	int			pid;
 	int			procno;
+	uint64		start_ticks;	/* which process had that PID */
 } BgMark;
 
 static BgMark bg_marks[MAX_BG_MARKS];
@@ -129,15 +130,19 @@ mark_background_processes(void)
 		if (nbg_marks < MAX_BG_MARKS)
 		{
 			PGPROC	   *proc = BackendPidGetProc(be->st_procpid);
+			uint64		start_ticks;
 
 			if (!proc)
 				continue;
 			/* remembered even if the kernel map refused it, to unmark later */
-			pce_mark_other(be->st_procpid, PCE_PROCNO(proc), reason,
-						   be->st_progress_command_target, be->st_databaseid,
-						   be->st_userid);
+			start_ticks = pce_mark_other(be->st_procpid, PCE_PROCNO(proc), reason,
+										 be->st_progress_command_target,
+										 be->st_databaseid, be->st_userid);
+			if (start_ticks == 0)
+				continue;		/* gone already */
 			bg_marks[nbg_marks].pid = be->st_procpid;
 			bg_marks[nbg_marks].procno = PCE_PROCNO(proc);
+			bg_marks[nbg_marks].start_ticks = start_ticks;
 			still[nbg_marks] = true;
 			nbg_marks++;
 		}
@@ -146,7 +151,7 @@ mark_background_processes(void)
 	{
 		if (still[i])
 			continue;
-		pce_unmark_other(bg_marks[i].pid, bg_marks[i].procno);
+		pce_unmark_other(bg_marks[i].pid, bg_marks[i].procno, bg_marks[i].start_ticks);
 		bg_marks[i] = bg_marks[--nbg_marks];
 	}
 	pgstat_clear_backend_activity_snapshot();
