@@ -43,7 +43,7 @@ like($said->{run_pg_cache_ext}, qr/^bpf .*mode=711/,
 $node->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
 my $s = status($node);
 is($s->{state}, 'active', 'the extension is active under a 0700 /sys/fs/bpf') or diag($s->{reason});
-like($s->{pin_dir}, qr{^/run/pg_cache_ext/pins/\d+$}, 'its pins are below /run/pg_cache_ext/pins');
+like($s->{pin_dir}, qr{^/run/pg_cache_ext/pins/\d+-\d+-\d+$}, 'its pins are below /run/pg_cache_ext/pins');
 
 # A cold marked scan, for the record (not asserted): seen on 2026-12-03 (6.18,
 # PostgreSQL 15 and 17) the scan is marked (marks_seqscan) but its folios are
@@ -68,7 +68,7 @@ is((stat '/sys/fs/bpf')[2] & 07777, $host_bpf_mode, "the host's /sys/fs/bpf is a
 my $closed = new_node('systemd_closed', 'pg_cache_ext.bpffs_dir' => "'/sys/fs/bpf/pg_cache_ext'");
 ($said, $err) = start_like_systemd($closed, '--bpffs-dir', '/sys/fs/bpf/pg_cache_ext');
 is($said->{loader_exit}, '1', 'the loader refuses pins the server cannot reach');
-like($err, qr/^pg_cache_ext_loader: error: the cluster's account "\w+" cannot reach \/sys\/fs\/bpf\/pg_cache_ext\/\d+: .*mode 0700.*default --bpffs-dir \/run\/pg_cache_ext\/pins/m,
+like($err, qr/^pg_cache_ext_loader: error: the cluster's account "\w+" cannot reach \/sys\/fs\/bpf\/pg_cache_ext\/\d+-\d+-\d+: .*mode 0700.*default --bpffs-dir \/run\/pg_cache_ext\/pins/m,
 	'one clear error naming the cure');
 $closed->safe_psql('postgres', 'CREATE EXTENSION pg_cache_ext');
 is($closed->safe_psql('postgres', 'SELECT 1'), '1', 'queries work');

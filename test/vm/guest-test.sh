@@ -107,7 +107,7 @@ active_checks() {
 	wait_ready
 	check "$label: cache_ext_status() is active" wait_state active
 	check "$label: the stock mechanism is in force" is "$(status_of mechanism)" stock
-	check "$label: pins below /run/pg_cache_ext/pins" matches "$(status_of pin_dir)" '^/run/pg_cache_ext/pins/[0-9]+$'
+	check "$label: pins below /run/pg_cache_ext/pins" matches "$(status_of pin_dir)" '^/run/pg_cache_ext/pins/[0-9]+-[0-9]+-[0-9]+$'
 	check "$label: /run/pg_cache_ext is the loader's bpffs" is "$(findmnt -n -o FSTYPE /run/pg_cache_ext)" bpf
 	check "$label: systemd's /sys/fs/bpf is untouched (mode 0700)" is "$(stat -c %a /sys/fs/bpf)" 1700
 }
