@@ -49,19 +49,9 @@ sub move_into_cgroup
 }
 move_into_cgroup();
 
-sub cached_fraction
-{
-	my ($rel) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('$rel')");
-}
+sub cached_fraction { return relation_cached_fraction($node, @_); }
 
-sub cached_mb
-{
-	my ($rel) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
-}
+sub cached_mb { return relation_cached_mb($node, @_); }
 
 # Wait until the worker has caught up with the tracker: it has read every
 # record the tracker sent (a fast scan can end before the worker's next
@@ -69,18 +59,8 @@ sub cached_mb
 # but not yet tracked, so not yet dropped) and holds no more than the budget.
 sub settle
 {
-	my $ok = wait_until(sub {
-		$node->safe_psql('postgres', qq{
-			SELECT s.records_read >= s.folios_added_scan + s.folios_promoted
-			   AND s.bytes_tracked <= $budget_mb * 1048576
-			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS folios_added_scan,
-			             sum(value) FILTER (WHERE name = 'folios_promoted') AS folios_promoted,
-			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
-			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS bytes_tracked
-			      FROM cache_ext_stats()) s}) eq 't'
-	}, 10);
-	note('the worker did not catch up with the tracker within 10 s') if !$ok;
-	usleep(300_000);
+	worker_settled($node, $budget_mb, 10)
+	  or note('the worker did not catch up with the tracker within 10 s');
 }
 
 # Bring the hot table into the page cache, each page read once, from a

@@ -59,19 +59,9 @@ $node->safe_psql('postgres', q{
 my $big_bytes = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
 cmp_ok($big_bytes, '>', 4 * $budget_mb * $mb, 'the scanned table is four times the budget');
 
-sub cached_fraction
-{
-	my ($rel) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('$rel')");
-}
+sub cached_fraction { return relation_cached_fraction($node, @_); }
 
-sub cached_mb
-{
-	my ($rel) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
-}
+sub cached_mb { return relation_cached_mb($node, @_); }
 
 sub stats_line
 {
@@ -84,16 +74,7 @@ sub stats_line
 sub settle
 {
 	my ($budget) = @_;
-	wait_until(sub {
-		$node->safe_psql('postgres', qq{
-			SELECT s.records_read >= s.added + s.promoted AND s.tracked <= $budget * 1048576
-			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS added,
-			             sum(value) FILTER (WHERE name = 'folios_promoted') AS promoted,
-			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
-			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS tracked
-			      FROM cache_ext_stats()) s}) eq 't'
-	}, 10) or note('the worker did not catch up within 10 s');
-	usleep(300_000);
+	worker_settled($node, $budget, 10) or note('the worker did not catch up within 10 s');
 }
 
 # Read a table once, unmarked, through the file (not shared_buffers).

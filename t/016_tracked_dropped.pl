@@ -25,12 +25,7 @@ my ($node, $s) = stock_node('tracked_dropped',
 	'log_temp_files' => 0,
 	'max_parallel_workers_per_gather' => 0);
 
-sub cached_mb
-{
-	my ($rel) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
-}
+sub cached_mb { return relation_cached_mb($node, @_); }
 
 sub stats_line
 {

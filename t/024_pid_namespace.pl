@@ -55,19 +55,7 @@ sub stats_line
 }
 
 # Wait until the worker has read every record and holds no more than the budget.
-sub settle
-{
-	my ($node) = @_;
-	wait_until(sub {
-		$node->safe_psql('postgres', qq{
-			SELECT s.records_read >= s.folios_added_scan AND s.bytes_tracked <= $budget_mb * 1048576
-			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS folios_added_scan,
-			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
-			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS bytes_tracked
-			      FROM cache_ext_stats()) s}) eq 't'
-	}, 15);
-	usleep(300_000);
-}
+sub settle { worker_settled($_[0], $budget_mb, 15); }
 
 # One cold marked scan on a fresh cluster started by $start; checks that
 # the scan's folios were tracked and dropped.

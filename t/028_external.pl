@@ -53,12 +53,7 @@ ok($ok, 'memory cgroup created') or BAIL_OUT('no memory cgroup');
 my $postmaster = (split /\n/, slurp_file("$datadir/postmaster.pid"))[0];
 root('cgroup-move', $cgname, $postmaster, split ' ', `pgrep -P $postmaster`);
 
-sub cached_fraction
-{
-	my ($rel) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('$rel')");
-}
+sub cached_fraction { return relation_cached_fraction($node, @_); }
 
 # Other test runs on this machine may drop the whole page cache
 # (root-helper drop-caches) in the middle of a round, which would look like

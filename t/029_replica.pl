@@ -51,19 +51,7 @@ isnt($ss->{pin_dir}, $ps->{pin_dir}, "the standby has its own pin directory ($ss
 is(status($primary)->{state}, 'active', 'the primary is still active');
 
 # Wait until a node's worker has read every record and holds no more than the budget.
-sub settle
-{
-	my ($node) = @_;
-	wait_until(sub {
-		$node->safe_psql('postgres', qq{
-			SELECT s.records_read >= s.folios_added_scan AND s.bytes_tracked <= $budget_mb * 1048576
-			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS folios_added_scan,
-			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
-			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS bytes_tracked
-			      FROM cache_ext_stats()) s}) eq 't'
-	}, 15);
-	usleep(300_000);
-}
+sub settle { worker_settled($_[0], $budget_mb, 15); }
 
 sub counters
 {

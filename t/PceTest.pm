@@ -13,7 +13,8 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
-  wait_until capeff pin_dir_name io_methods use_io_method caches_dropped);
+  wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
+  relation_cached_fraction relation_cached_mb worker_settled);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -189,6 +190,41 @@ sub capeff
 		return $1 if /^CapEff:\s+([0-9a-f]+)/;
 	}
 	return undef;
+}
+
+# How much of relation $rel's main fork is in the page cache, as a
+# fraction (3 decimals) or in MB (1 decimal): cache_ext_relation_cache().
+sub relation_cached_fraction
+{
+	my ($node, $rel) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('$rel')");
+}
+
+sub relation_cached_mb
+{
+	my ($node, $rel) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
+}
+
+# Wait (at most $timeout s) until the worker has read every record the
+# tracker sent, promotions included, and tracks no more than $budget_mb;
+# then a moment for its last drop.  True if it caught up.
+sub worker_settled
+{
+	my ($node, $budget_mb, $timeout) = @_;
+	my $ok = wait_until(sub {
+		$node->safe_psql('postgres', qq{
+			SELECT s.records_read >= s.added + s.promoted AND s.tracked <= $budget_mb * 1048576
+			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS added,
+			             sum(value) FILTER (WHERE name = 'folios_promoted') AS promoted,
+			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
+			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS tracked
+			      FROM cache_ext_stats()) s}) eq 't'
+	}, $timeout // 10);
+	usleep(300_000);
+	return $ok;
 }
 
 1;
