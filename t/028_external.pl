@@ -43,9 +43,9 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 1100000) g;
 	VACUUM FREEZE hot; VACUUM FREEZE big; CHECKPOINT;
 });
-my $du = `du -sb $datadir`;
+my $du = `du -sb --exclude=pg_wal $datadir`;
 my ($datadir_bytes) = $du =~ /^(\d+)/;
-cmp_ok($datadir_bytes, '>', $limit, "the data directory ($datadir_bytes bytes) is larger than the cgroup");
+cmp_ok($datadir_bytes, '>', $limit, "the data directory without pg_wal ($datadir_bytes bytes) is larger than the cgroup");
 
 my $cgname = "external-$$";
 my ($ok, $cg) = root('cgroup-create', $cgname, $limit);
@@ -111,7 +111,11 @@ sub start_in_cgroup
 # on this busy 2-core machine the worker's evictor was seen falling behind
 # such a reader by 260 MB (bytes_tracked 277 MB over a 16 MB budget), so
 # the cgroup filled and reclaim took half of the hot table (README, limits).
-my @tar = ('sh', '-c', "sh -c 'tar --sort=name -czf - -C $datadir . 2>/dev/null | cat > /dev/null'");
+#
+# Without pg_wal, as base backups are made (pg_basebackup and pgBackRest
+# leave its contents out): the evictor leaves WAL to the kernel (the one
+# rule of tracked files, src/file_index.c), so WAL a tar read would stay.
+my @tar = ('sh', '-c', "sh -c 'tar --sort=name --exclude=pg_wal -czf - -C $datadir . 2>/dev/null | cat > /dev/null'");
 
 # Start cold, read the hot table once (not marked), then the OLTP: pgbench
 # point SELECTs on it at a modest rate, beside the tar, until the tar ends.
