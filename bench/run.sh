@@ -349,11 +349,12 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 	q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'pce_scan%' OR application_name = 'pg_dump'" >/dev/null 2>&1 || true
 	for p in $spids $mpid; do wait "$p" 2>/dev/null || true; done
 	BG_PIDS=""
-	[ "$cfg" = y ] && echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
 	local hot1 ref1 maj1 pgin1 rd1 drop1
 	hot1=$(hot_cached)
 	ref1=$(memstat "$MEMCG" workingset_refault_file); maj1=$(memstat "$MEMCG" pgmajfault)
 	pgin1=$(memstat "$MEMCG" pgpgin); rd1=$(blk_read_bytes); drop1=$(stat_pce bytes_dropped)
+	# measured first: putting the limit back reclaims what (y) kept
+	[ "$cfg" = y ] && echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
 	local scans=0
 	for f in "$dir"/scans*; do [ -f "$f" ] && scans=$((scans + $(cat "$f" 2>/dev/null || echo 0))); done
 	cat > "$dir/phase.env" <<-EOF
