@@ -73,8 +73,8 @@ sub stats_line
 # the worker has read every record and holds no more than the budget
 sub settle
 {
-	my ($budget) = @_;
-	worker_settled($node, $budget, 10) or note('the worker did not catch up within 10 s');
+	my ($budget, $since) = @_;
+	worker_settled($node, $budget, 10, $since) or note('the worker did not catch up within 10 s');
 }
 
 # Read a table once, unmarked, through the file (not shared_buffers).
@@ -111,6 +111,8 @@ sub try_round
 	root('drop-caches');
 	my $drops = caches_dropped();
 	$r{hot_before} = read_unmarked('hot');
+	# after the restart: records_read starts again from 0, the BPF counts do not
+	my $since = tracker_counts($node);
 	my $counter = helper_counter($method);
 	my $helpers_before = stat_value($node, $counter);
 	my ($out, $err) = ('', '');
@@ -126,7 +128,7 @@ sub try_round
 	}
 	$h->finish;
 	$r{err} = $err;
-	settle($budget_mb);
+	settle($budget_mb, $since);
 	note("$m$label: " . stats_line());
 	$r{helpers} = stat_value($node, $counter) - $helpers_before;
 	$r{counter} = $counter;

@@ -40,7 +40,7 @@ $node->safe_psql('postgres', q{
 	SET pg_cache_ext.scan = off;
 	CREATE TABLE hot AS SELECT g, repeat('h', 200) AS pad FROM generate_series(1, 360000) g;
 	CREATE INDEX hot_g ON hot (g);
-	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 2200000) g;
+	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 3300000) g;
 	VACUUM FREEZE hot; VACUUM FREEZE big; CHECKPOINT;
 });
 my $du = `du -sb --exclude=pg_wal $datadir`;

@@ -14,7 +14,7 @@ use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
-  relation_cached_fraction relation_cached_mb worker_settled);
+  relation_cached_fraction relation_cached_mb worker_settled tracker_counts);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -208,20 +208,31 @@ sub relation_cached_mb
 		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
 }
 
+# The tracker's counts the worker's progress is judged by: folios sent
+# (BPF counters: since the loader made the maps) and records read (the
+# module's: since server start).  A round that restarts the server takes
+# them first and passes them to worker_settled as $since.
+sub tracker_counts
+{
+	my ($node) = @_;
+	my %c = map { $_ => stat_value($node, $_) }
+	  qw(folios_added_scan folios_promoted records_read);
+	return \%c;
+}
+
 # Wait (at most $timeout s) until the worker has read every record the
-# tracker sent, promotions included, and tracks no more than $budget_mb;
-# then a moment for its last drop.  True if it caught up.
+# tracker sent (since $since, if given: see tracker_counts), promotions
+# included, and tracks no more than $budget_mb; then a moment for its last
+# drop.  True if it caught up.
 sub worker_settled
 {
-	my ($node, $budget_mb, $timeout) = @_;
+	my ($node, $budget_mb, $timeout, $since) = @_;
+	my %b = $since ? %$since : (folios_added_scan => 0, folios_promoted => 0, records_read => 0);
 	my $ok = wait_until(sub {
-		$node->safe_psql('postgres', qq{
-			SELECT s.records_read >= s.added + s.promoted AND s.tracked <= $budget_mb * 1048576
-			FROM (SELECT sum(value) FILTER (WHERE name = 'folios_added_scan') AS added,
-			             sum(value) FILTER (WHERE name = 'folios_promoted') AS promoted,
-			             sum(value) FILTER (WHERE name = 'records_read') AS records_read,
-			             sum(value) FILTER (WHERE name = 'bytes_tracked') AS tracked
-			      FROM cache_ext_stats()) s}) eq 't'
+		my $c = tracker_counts($node);
+		$c->{records_read} - $b{records_read} >=
+		  ($c->{folios_added_scan} - $b{folios_added_scan}) + ($c->{folios_promoted} - $b{folios_promoted})
+		  && stat_value($node, 'bytes_tracked') <= $budget_mb * 1048576;
 	}, $timeout // 10);
 	usleep(300_000);
 	return $ok;
