@@ -13,8 +13,9 @@
 #           pg_cache_ext.mode) leaves PostgreSQL running and queries working, and
 #           cache_ext_status() says why; then power off
 #
-# Each check prints "PCEVM ok N - what" or "PCEVM not ok N - what" on the
-# serial console; "PCEVM done" at the end.  Details go to /var/lib/pce-guest-test/log.
+# Each check prints "PCEVM-live ok N - what" (or "not ok") on the serial
+# console as it runs; at the end the results of both boots are printed as
+# "PCEVM ok N - what" lines (what the lane counts), then "PCEVM done".  Details go to /var/lib/pce-guest-test/log.
 set -u
 STATE=/var/lib/pce-guest-test
 . "$STATE/env" # PG_MAJOR, PCE_VM_BREAK
@@ -36,7 +37,13 @@ check() {
 	n=$((n + 1))
 	echo "$n" >"$STATE/count"
 	echo "== $n $what: $*" >>"$LOG"
-	if "$@" >>"$LOG" 2>&1; then say "ok $n - $what"; else say "not ok $n - $what"; fi
+	local line="not ok $n - $what"
+	"$@" >>"$LOG" 2>&1 && line="ok $n - $what"
+	# kept on disk and printed whole at the end: what the first boot printed
+	# may never reach the console, and a check the lane cannot see must not
+	# pass for one that was not run
+	echo "$line" >>"$STATE/results"
+	echo "PCEVM-live $line"
 }
 
 sql() { runuser -u postgres -- psql -XAtq -d postgres -c "$1" 2>>"$LOG"; }
@@ -197,6 +204,7 @@ if [ "$(cat "$STATE/phase" 2>/dev/null || echo 1)" = 1 ]; then
 	boot1
 else
 	boot2
+	sed 's/^/PCEVM /' "$STATE/results"
 	say "done"
 	systemctl poweroff
 fi
