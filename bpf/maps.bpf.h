@@ -124,6 +124,17 @@ current_knobs(void)
  *	   does them, and they promote scan pages as the backend's own reads
  *	   would.
  *
+ * Only a task running as the cluster's account (real and effective uid,
+ * against the uid the root loader put in the read-only data) is ever taken
+ * for an I/O worker, and only such a task's memory is read
+ * (current_task_is_cluster_account): io_workers and scan_owners are the
+ * server group's to write, so without it a group member could register
+ * another user's process, root's included, and read its memory through
+ * what gets attributed.  With it, those maps cannot make the rule attribute
+ * (or promote by) another account's reads either: the pages a root process
+ * reads stay on the main side whatever the maps say.  (A process marked in
+ * scan_pids itself, rule 1, is a matter of marks, not of reading memory.)
+ *
  * The worker's memory is read with bpf_probe_read_user(), which never
  * faults: the worker has just used the handle, its stack and the variable,
  * so they are mapped; if a read fails anyway the page is simply not
@@ -214,6 +225,37 @@ current_ids_as_server_sees_them(__u32 *tid, __u32 *tgid)
 		pid_nr_in_server_ns(BPF_CORE_READ(task, group_leader, thread_pid), ns_ino, tgid);
 }
 
+/*
+ * The uid of the cluster's account (the data directory's owner, --user),
+ * written by the root loader into the object's read-only data before the
+ * load; 0 (never set, or a tool that loads the object without a cluster):
+ * no task passes current_task_is_cluster_account(), so the I/O-worker rule
+ * is off.  Not a map: the server's group can write every map.
+ */
+const volatile __u32 cluster_uid = 0;
+
+/*
+ * Does the current task run as the cluster's account, with its real and
+ * effective uid both?  The I/O-worker rule reads the memory of the task
+ * that inserts a page at addresses taken from io_workers, which the
+ * server's group may write: without this, a group member could register
+ * any process (root's too) as an I/O worker and learn, from whether its
+ * reads are attributed (folios_added_scan_by_io_worker, scan records), what
+ * that process holds at chosen addresses.  The cluster's own processes run
+ * as its account; the kernel's uids (kuid) are compared, as the loader saw
+ * the owner from the initial user namespace.
+ */
+static __always_inline bool
+current_task_is_cluster_account(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return cluster_uid != 0 &&
+		BPF_CORE_READ(task, real_cred, uid.val) == cluster_uid &&
+		BPF_CORE_READ(task, real_cred, euid.val) == cluster_uid &&
+		BPF_CORE_READ(task, cred, euid.val) == cluster_uid;
+}
+
 /* Is the process with ProcNumber procno marked? */
 static __always_inline bool
 procno_is_marked(__s32 procno)
@@ -258,7 +300,14 @@ io_worker_current_handle(const struct pce_io_worker *w)
 	return 0;
 }
 
-/* Is the current process an I/O worker performing a marked process's I/O? */
+/*
+ * Is the current process an I/O worker performing a marked process's I/O?
+ * tgid is the current task's as the server sees it
+ * (current_ids_as_server_sees_them: a task of another PID namespace never
+ * gets here).  Nothing of the task's memory is read unless it runs as the
+ * cluster's account (current_task_is_cluster_account: the namespace knob
+ * alone is the server group's to write, so it bounds nothing).
+ */
 static __always_inline bool
 io_worker_reads_for_scan(__u32 tgid)
 {
@@ -266,7 +315,8 @@ io_worker_reads_for_scan(__u32 tgid)
 	__u64		handle;
 	__s32		owner = -1;
 
-	if (!w || w->proc_start_ticks != current_process_start_ticks())
+	if (!w || !current_task_is_cluster_account() ||
+		w->proc_start_ticks != current_process_start_ticks())
 		return false;
 	handle = io_worker_current_handle(w);
 	if (handle == 0 ||

@@ -574,6 +574,24 @@ do_check(const struct plan *pl)
 }
 
 /*
+ * The cluster's account, whose tasks alone the BPF side may take for I/O
+ * workers (maps.bpf.h): the data directory's owner, verified to be --user
+ * (open_datadir); with --cluster-id alone, --user, root's own argument.
+ */
+static uid_t
+cluster_uid(void)
+{
+	struct passwd *pw;
+
+	if (cluster_owner.set)
+		return cluster_owner.uid;
+	pw = getpwnam(opt.user);
+	if (!pw)
+		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
+	return pw->pw_uid;
+}
+
+/*
  * A rerun in cache_ext mode on the cgroup the policy already serves: keep
  * it (lists and pages untouched).  Returns true when kept; detaches it when
  * it must move.
@@ -610,7 +628,7 @@ install_policy(struct tracker_bpf *tracker, const struct plan *pl, char *reason,
 
 	snprintf(why, sizeof(why), "%s", pl->cgroup_why);
 	if (pl->cgroup_fd >= 0 &&
-		pce_attach_policy(&pins, pl->cgroup_fd, pl->cgroup_name, why, sizeof(why)) == 0)
+		pce_attach_policy(&pins, pl->cgroup_fd, pl->cgroup_name, cluster_uid(), why, sizeof(why)) == 0)
 	{
 		pce_unpin_tracker_links(&pins);
 		snprintf(reason, reasonlen, "cache_ext policy attached to %s", pl->cgroup_name);
@@ -688,7 +706,7 @@ do_install(const struct plan *pl)
 	 * mode so that the maps exist with their final layout.  In cache_ext
 	 * mode its links are removed again once the policy is attached.
 	 */
-	tracker = pce_install_tracker(&pins, promotion_missing, sizeof(promotion_missing));
+	tracker = pce_install_tracker(&pins, cluster_uid(), promotion_missing, sizeof(promotion_missing));
 	if (keep_attached_policy(tracker, pl))
 	{
 		pce_tracker_destroy(tracker);

@@ -508,7 +508,7 @@ set_folio_capacity(struct policy_bpf *skel)
 
 /* Open and load policy.bpf.c reusing the pinned maps; NULL with why. */
 static struct policy_bpf *
-load_policy_object(const struct pce_pins *pins, char *why, size_t whylen)
+load_policy_object(const struct pce_pins *pins, uid_t cluster_uid, char *why, size_t whylen)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins->via_fd);
 	libbpf_print_fn_t old_print;
@@ -530,6 +530,7 @@ load_policy_object(const struct pce_pins *pins, char *why, size_t whylen)
 	bpf_map__set_map_flags(skel->maps.pce_policy_ops,
 						   bpf_map__map_flags(skel->maps.pce_policy_ops) | BPF_F_LINK);
 	set_folio_capacity(skel);
+	skel->rodata->cluster_uid = cluster_uid;	/* whose tasks may be I/O workers (maps.bpf.h) */
 	err = policy_bpf__load(skel);
 	libbpf_set_print(old_print);
 	if (err)
@@ -597,7 +598,7 @@ create_policy_link(struct policy_bpf *skel, int cgroup_fd, const char *cgroup_na
 
 int
 pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup_name,
-				  char *why, size_t whylen)
+				  uid_t cluster_uid, char *why, size_t whylen)
 {
 	struct policy_bpf *skel = NULL;
 	struct btf *btf = NULL;
@@ -616,7 +617,7 @@ pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup
 	pce_policy_resume_interrupted(pins);
 	attach_type = cache_ext_attach_type(&btf, why, whylen);
 	err = attach_type < 0 ? -EOPNOTSUPP : check_cgroup_free(btf, cgroup_fd, cgroup_name, why, whylen);
-	if (err == 0 && (skel = load_policy_object(pins, why, whylen)) == NULL)
+	if (err == 0 && (skel = load_policy_object(pins, cluster_uid, why, whylen)) == NULL)
 		err = -EINVAL;
 	if (err == 0)
 		err = reset_policy_state(skel, why, whylen);

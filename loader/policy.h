@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct pce_pins;
 
@@ -26,9 +27,10 @@ extern bool pce_cgroup_name_enables_cache_ext(const char *cgroup_path);
 /*
  * Load the policy reusing the maps pinned in pins, attach it to the cgroup
  * cgroup_fd (shown as cgroup_name), pin the link with the pins' group.
+ * cluster_uid as for pce_install_tracker (tracker.h).
  */
 extern int	pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup_name,
-							  char *why, size_t whylen);
+							  uid_t cluster_uid, char *why, size_t whylen);
 
 /*
  * Is the pinned policy link attached to the cgroup cgroup_fd is open on?

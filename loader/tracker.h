@@ -7,6 +7,7 @@
 #define PCE_LOADER_TRACKER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct bpf_map;
 struct pce_pins;
@@ -15,9 +16,11 @@ struct tracker_bpf;
 /*
  * Load and attach the tracker reusing the maps pinned in pins, pin its
  * links, give the knobs their defaults the first time.  promotion_missing
- * gets why scan folios cannot be promoted, or "".  Ends the run on failure.
+ * gets why scan folios cannot be promoted, or "".  cluster_uid: the
+ * cluster's account, whose tasks alone may be taken for I/O workers (0: no
+ * task is).  Ends the run on failure.
  */
-extern struct tracker_bpf *pce_install_tracker(const struct pce_pins *pins,
+extern struct tracker_bpf *pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid,
 											   char *promotion_missing, size_t missinglen);
 
 /* In cache_ext mode the policy does the tracker's work: stop the tracker. */

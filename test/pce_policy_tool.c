@@ -78,7 +78,7 @@ main(int argc, char **argv)
 
 		rc = cg < 0 ? cg : open_pins(argv[2], &pins, why, sizeof(why));
 		if (rc == 0)
-			rc = pce_attach_policy(&pins, cg, name, why, sizeof(why));
+			rc = pce_attach_policy(&pins, cg, name, 0, why, sizeof(why));	/* no cluster: I/O-worker rule off */
 		printf("attach: %d: %s\n", rc, why);
 		return rc ? 1 : 0;
 	}
