@@ -84,7 +84,8 @@ $(RUNNER): runner/pg_cache_ext_run.c $(SHARED_HEADERS)
 	$(CC) $(LOADER_CFLAGS) -o $@ runner/pg_cache_ext_run.c -lbpf
 
 # the lab's tools (test/lab/run-lab-test.sh builds them on demand too)
-TEST_TOOLS = test/check_policy_object test/pce_fill_map test/pce_policy_tool test/pce_mark_self
+TEST_TOOLS = test/check_policy_object test/pce_fill_map test/pce_policy_tool test/pce_mark_self \
+	test/pce_fake_io_worker
 test/pce_fill_map: test/pce_fill_map.c $(SHARED_HEADERS)
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
@@ -95,6 +96,8 @@ POLICY_TOOL_SRCS = loader/policy.c loader/pins.c loader/bpffs_mount.c loader/saf
 test/pce_policy_tool: test/pce_policy_tool.c $(POLICY_TOOL_SRCS) loader/policy.h bpf/policy.skel.h bpf/pg_cache_ext.h
 	$(CC) $(LOADER_CFLAGS) -o $@ test/pce_policy_tool.c $(POLICY_TOOL_SRCS) $(LOADER_LIBS)
 test/pce_mark_self: test/pce_mark_self.c bpf/pg_cache_ext.h
+	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
+test/pce_fake_io_worker: test/pce_fake_io_worker.c $(SHARED_HEADERS)
 	$(CC) $(LOADER_CFLAGS) -o $@ $< $(LOADER_LIBS)
 
 all: $(BPF_OBJS) $(LOADER) $(RUNNER) $(TEST_TOOLS)

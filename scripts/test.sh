@@ -32,6 +32,7 @@ BINDIR=$(pg_config --bindir)
 WORK=${PCE_WORK:-/var/tmp/pce-test}
 PORT=${PCE_PORT:-55432}
 HELPER=/usr/local/libexec/pg_cache_ext-test-root-helper
+FAKE_IO_WORKER=/usr/local/libexec/pg_cache_ext-test-fake-io-worker	# run by the helper as root
 LOG=$WORK/regress-output.log
 TAPLOG=$WORK/tap-output.log
 
@@ -42,7 +43,7 @@ cleanup() {
 	[ -d "$WORK/regress-data" ] && "$BINDIR/pg_cache_ext_loader" --unload -D "$WORK/regress-data" >/dev/null 2>&1
 	# clusters the TAP tests left running after a failure
 	pkill -u postgres -f "postgres -D $WORK/tree/tmp_check" 2>/dev/null || true
-	rm -f /etc/sudoers.d/pg_cache_ext_test "$HELPER"
+	rm -f /etc/sudoers.d/pg_cache_ext_test "$HELPER" "$FAKE_IO_WORKER"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
@@ -54,6 +55,7 @@ tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results -cf - . | tar
 chown -R postgres:postgres "$WORK"
 
 install -D -m 0755 -o root -g root test/root-helper "$HELPER"
+install -D -m 0755 -o root -g root test/pce_fake_io_worker "$FAKE_IO_WORKER"
 echo "postgres ALL=(root) NOPASSWD: $HELPER" > /etc/sudoers.d/pg_cache_ext_test
 chmod 0440 /etc/sudoers.d/pg_cache_ext_test
 
@@ -95,7 +97,7 @@ fi
 
 # ---- no root door left: the rule and the helper go, postgres cannot sudo ----
 cleanup
-if [ ! -e /etc/sudoers.d/pg_cache_ext_test ] && [ ! -e "$HELPER" ] &&
+if [ ! -e /etc/sudoers.d/pg_cache_ext_test ] && [ ! -e "$HELPER" ] && [ ! -e "$FAKE_IO_WORKER" ] &&
 	! sudo -n -l -U postgres 2>/dev/null | grep -q pg_cache_ext; then
 	echo "ok 1 - no sudo rule remains" | tee -a "$TAPLOG"
 else

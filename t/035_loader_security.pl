@@ -344,6 +344,39 @@ IPC::Run::run([ "$bindir/pg_cache_ext_loader", '--show', '-D', $data ], '>', \$s
 unlike($sout, qr/[\x00-\x09\x0b-\x1f\x7f]/, '--show prints no control characters');
 is(scalar(() = $sout =~ /^mechanism /mg), 1, 'and no forged line');
 like($sout, qr/^reason evil\?\[2J\?forged\?mechanism cache_ext$/m, 'they are shown as ?');
+
+# ---- the I/O-worker rule reads no memory of another account's process ----
+# io_workers is the server group's to write: a member may register any PID
+# as an I/O worker, with addresses of its choosing.  test/pce_fake_io_worker
+# lays out in its own memory what an I/O worker performing a marked
+# process's I/O has (so that the rule matches), registers itself, and reads
+# a file.  As the cluster's account it is taken for an I/O worker (the
+# control: the rule works, so the test can fail); as root, registered by
+# postgres, nothing of it may be read: no count, no record.
+my $worker_file = "$base/io-worker-read";
+open(my $wf, '>', $worker_file) or die "$worker_file: $!";
+print $wf ('w' x (8 << 20));
+close $wf;
+my $records_before = stat_value($node, 'records_read');
+my ($fake, $fake_err) = ('', '');
+IPC::Run::run([ "$src/test/pce_fake_io_worker", $pindir, $worker_file ], '>', \$fake, '2>', \$fake_err);
+my ($own_scan, $own_by_worker) = $fake =~ /^scan (\d+) by_io_worker (\d+)$/m;
+ok(defined $own_by_worker && $own_by_worker > 0 && $own_by_worker == $own_scan,
+	"a process of the cluster's account registered as an I/O worker: its reads are attributed to the mark "
+	  . "($fake)") or diag($fake_err);
+ok(wait_until(sub { stat_value($node, 'records_read') - $records_before >= ($own_scan // 1) }, 5),
+	'and each of them recorded for the evictor');
+my $records_mid = stat_value($node, 'records_read');
+my $scan_mid = stat_value($node, 'folios_added_scan');
+my ($rok, $rout, $rerr) = root('fake-io-worker', $pindir, $worker_file);
+my ($root_scan, $root_by_worker) = ($rout // '') =~ /^scan (\d+) by_io_worker (\d+)$/m;
+ok($rok && defined $root_scan, 'a root process, registered by postgres as an I/O worker, reads the file')
+  or diag("$rout$rerr");
+is($root_by_worker, 0, 'none of its reads is attributed to the mark (folios_added_scan_by_io_worker)');
+is($root_scan, 0, 'none is a scan page (folios_added_scan)');
+sleep 1;
+is(stat_value($node, 'records_read'), $records_mid, 'no scan record is produced');
+is(stat_value($node, 'folios_added_scan'), $scan_mid, 'the counters agree');
 $node->stop;
 root('loader', '--unload', '-D', $data);
 
