@@ -65,6 +65,7 @@ static char fake_handles[FAKE_HANDLES][FAKE_HANDLE_SIZE] __attribute__((aligned(
 
 static const char *pin_dir;
 static pid_t marked_pid;
+static pid_t reader_pid;		/* this process: the registrar is a child */
 static __u32 saved_io_workers_knob;
 
 static int
@@ -97,7 +98,7 @@ must(int rc, const char *what)
 static void
 register_entries(void)
 {
-	pid_t		self = getpid();
+	pid_t		self = reader_pid;
 	__u32		mpid = (__u32) marked_pid,
 				procno = FAKE_PROCNO,
 				key = 0;
@@ -137,7 +138,7 @@ remove_entries(void)
 {
 	__u32		mpid = (__u32) marked_pid,
 				procno = FAKE_PROCNO,
-				self = (__u32) getppid(),	/* run in the registrar child */
+				self = (__u32) reader_pid,
 				key = 0;
 	struct pce_knobs k;
 	int			knobs = map_fd(PCE_PIN_KNOBS);
@@ -245,6 +246,7 @@ main(int argc, char **argv)
 	fake_frame.arg = fake_handles[1];
 	fake_error_context_stack = (struct fake_error_context *) &fake_frame;
 
+	reader_pid = getpid();
 	marked_pid = fork();
 	if (marked_pid == 0)
 	{
