@@ -134,37 +134,63 @@ prog_stat() {	# $1 = run_time_ns | run_cnt, $2 = the link's pin name
 	id=$(bpftool link show pinned "$pin" | grep -oE 'prog [0-9]+' | awk '{ print $2 }')
 	bpftool prog show id "$id" | grep -oE "$1 [0-9]+" | awk '{ print $2 }'
 }
-tracker_ns() {
-	echo $(( $(prog_stat run_time_ns tracker_link) + $(prog_stat run_time_ns tracker_remove_link) +
-		$(prog_stat run_time_ns tracker_activate_link) ))
-}
 stat_of() { psql_q -c "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
 
-echo "== unmarked cold scans of a $size MiB table (pg_cache_ext.scan = off), $ROUNDS rounds"
+# knob io_workers (bpf/pg_cache_ext.h: the last of the eight __u32 of
+# struct pce_knobs) := $1: with 0, the rule never looks I/O workers up, as
+# before it existed; the module writes the knobs only at start and reload
+knob_io_workers() {
+	local bytes
+	bytes=$(bpftool -j map lookup pinned "$pin_dir/knobs" key 0 0 0 0 | grep -o '"value":\[[^]]*\]' |
+		grep -o '0x[0-9a-f]*' | head -28 | tr '\n' ' ')
+	bpftool map update pinned "$pin_dir/knobs" key 0 0 0 0 value $bytes "0x0$1" 0 0 0
+}
+
+echo "== unmarked cold scans of a $size MiB table (pg_cache_ext.scan = off), $ROUNDS rounds of two:"
+echo "   the I/O-worker rule on (knob io_workers = 1, as the module sets it) and off (= 0), order ABBA"
+# The rule runs in the insertion program and in the promotion program
+# (tracker_activate_link: on_file_read, which asks at every read whether
+# the reader is a scan); the removal program does not use it and is left
+# out.  The programs see the whole machine's page cache, not only this
+# scan's: what other processes do meanwhile is counted too (an upper bound).
 old_stats=$(sysctl -n kernel.bpf_stats_enabled)
 sysctl -q -w kernel.bpf_stats_enabled=1
-: > "$DIR/scan_us"
-prog_ns=0; ins_ns=0; ins_cnt=0; scan_us_sum=0
-scan0=$(stat_of folios_added_scan); other0=$(stat_of folios_added_other)
-for r in $(seq "$ROUNDS"); do
-	drop_table
-	ns0=$(tracker_ns); c0=$(prog_stat run_cnt tracker_link); i0=$(prog_stat run_time_ns tracker_link)
-	us=$(psql_q -c "SET pg_cache_ext.scan = off" -c "SELECT timed_scan()")
-	ns1=$(tracker_ns); c1=$(prog_stat run_cnt tracker_link); i1=$(prog_stat run_time_ns tracker_link)
-	us=${us%%.*}
-	echo "$us" >> "$DIR/scan_us"
-	prog_ns=$((prog_ns + ns1 - ns0)); ins_ns=$((ins_ns + i1 - i0)); ins_cnt=$((ins_cnt + c1 - c0))
-	scan_us_sum=$((scan_us_sum + us))
-	printf '  round %d: scan %.3f s; insertion program ran %d times, %.0f ns each; all tracker programs %.2f ms (%.3f%%)\n' \
-		"$r" "$(calc "$us / 1e6")" $((c1 - c0)) "$(calc "($i1 - $i0) / ($c1 - $c0 + ($c1 == $c0))" 1)" \
-		"$(calc "($ns1 - $ns0) / 1e6" 2)" "$(calc "($ns1 - $ns0) / 1000 / $us * 100")"
+for k in 0 1; do
+	: > "$DIR/scan_us.$k"; : > "$DIR/pct.$k"; : > "$DIR/ins.$k"; : > "$DIR/read.$k"
+	eval "tot_ns_$k=0 tot_us_$k=0"
 done
+scan0=$(stat_of folios_added_scan); other0=$(stat_of folios_added_other)
+one_scan() {	# $1 = knob io_workers; appends to the files of that setting
+	local k=$1 us i0 c0 a0 d0 i1 c1 a1 d1
+	knob_io_workers "$k"
+	drop_table
+	i0=$(prog_stat run_time_ns tracker_link); c0=$(prog_stat run_cnt tracker_link)
+	a0=$(prog_stat run_time_ns tracker_activate_link); d0=$(prog_stat run_cnt tracker_activate_link)
+	us=$(psql_q -c "SET pg_cache_ext.scan = off" -c "SELECT timed_scan()")
+	i1=$(prog_stat run_time_ns tracker_link); c1=$(prog_stat run_cnt tracker_link)
+	a1=$(prog_stat run_time_ns tracker_activate_link); d1=$(prog_stat run_cnt tracker_activate_link)
+	us=${us%%.*}
+	echo "$us" >> "$DIR/scan_us.$k"
+	echo "$(calc "($i1 - $i0 + $a1 - $a0) / 1000 / $us * 100")" >> "$DIR/pct.$k"
+	echo "$(calc "($i1 - $i0) / ($c1 - $c0 + ($c1 == $c0))" 1)" >> "$DIR/ins.$k"
+	echo "$(calc "($a1 - $a0) / ($d1 - $d0 + ($d1 == $d0))" 1)" >> "$DIR/read.$k"
+	eval "tot_ns_$k=\$((tot_ns_$k + i1 - i0 + a1 - a0)) tot_us_$k=\$((tot_us_$k + us))"
+	printf '  round %d, rule %-3s: scan %.3f s; insertions %5d x %4.0f ns, reads %5d x %4.0f ns: %.3f%% of the scan\n' \
+		"$r" "$([ "$k" = 1 ] && echo on || echo off)" "$(calc "$us / 1e6")" $((c1 - c0)) "$(tail -1 "$DIR/ins.$k")" \
+		$((d1 - d0)) "$(tail -1 "$DIR/read.$k")" "$(tail -1 "$DIR/pct.$k")"
+}
+for r in $(seq "$ROUNDS"); do
+	if [ $((r % 2)) -eq 1 ]; then one_scan 1; one_scan 0; else one_scan 0; one_scan 1; fi
+done
+knob_io_workers 1
 scan=$(( $(stat_of folios_added_scan) - scan0 )); other=$(( $(stat_of folios_added_other) - other0 ))
-per_ins=$(calc "$ins_ns / ($ins_cnt + ($ins_cnt == 0))" 1)
-pct=$(calc "$prog_ns / 1000 / $scan_us_sum * 100")
 echo
-echo "summary (PostgreSQL 18, io_method = worker, $workers I/O workers registered):"
-printf '  tracker on unmarked cold scans   %6.3f%%   (< 1%%; BPF run time of all tracker programs / scan time)\n' "$pct"
-printf '  per inserted folio               %6.1f ns (the I/O-worker path: %d folios inserted, %d of them scan folios)\n' \
-	"$per_ins" "$other" "$scan"
-printf '  median scan time                 %6.3f s\n' "$(calc "$(median < "$DIR/scan_us") / 1e6")"
+echo "summary (PostgreSQL 18, io_method = worker, $workers I/O workers registered, kernel $(uname -r)):"
+for k in 1 0; do
+	printf '  rule %-3s: insertion + read programs %.3f%% of the unmarked scans (median round %.3f%%);\n' \
+		"$([ "$k" = 1 ] && echo on || echo off)" "$(eval calc "\"\$tot_ns_$k / 1000 / \$tot_us_$k * 100\"")" \
+		"$(median < "$DIR/pct.$k")"
+	printf '            median %.0f ns per insertion, %.0f ns per read; median scan %.3f s\n' \
+		"$(median < "$DIR/ins.$k")" "$(median < "$DIR/read.$k")" "$(calc "$(median < "$DIR/scan_us.$k") / 1e6")"
+done
+echo "  bound: < 1% with the rule on; $other folios inserted in all, $scan of them taken for scan folios"

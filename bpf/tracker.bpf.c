@@ -254,14 +254,23 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 {
 	struct scan_chunk key = {.mapping = (__u64) mapping};
 	__u64		first = index >> CHUNK_SHIFT;
+	bool		reader_unmarked = false;
 
-	if (!promotion_enabled() || current_task_is_scan())
+	if (!promotion_enabled())
 		return 0;
 	for (int i = 0; i < READ_MAX_CHUNKS && first + i <= (last >> CHUNK_SHIFT); i++)
 	{
 		key.chunk = first + i;
 		if (!bpf_map_lookup_elem(&scan_folios, &key))
 			continue;
+		/*
+		 * Who reads is asked only now, once: the common case, a read of
+		 * no scan chunk, ends above without it (for an I/O worker the rule
+		 * reads its memory, several times the cost of the lookups).
+		 */
+		if (!reader_unmarked && current_task_is_scan())
+			return 0;
+		reader_unmarked = true;
 		if (bpf_map_delete_elem(&scan_folios, &key) != 0)
 			continue;
 		stat_inc(PCE_STAT_FOLIOS_PROMOTED);

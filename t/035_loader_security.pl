@@ -358,12 +358,12 @@ open(my $wf, '>', $worker_file) or die "$worker_file: $!";
 print $wf ('w' x (8 << 20));
 close $wf;
 my $records_before = stat_value($node, 'records_read');
-my ($fake, $fake_err) = ('', '');
-IPC::Run::run([ "$src/test/pce_fake_io_worker", $pindir, $worker_file ], '>', \$fake, '2>', \$fake_err);
-my ($own_scan, $own_by_worker) = $fake =~ /^scan (\d+) by_io_worker (\d+)$/m;
+my ($fake_out, $fake_err) = ('', '');
+IPC::Run::run([ "$src/test/pce_fake_io_worker", $pindir, $worker_file ], '>', \$fake_out, '2>', \$fake_err);
+my ($own_scan, $own_by_worker) = $fake_out =~ /^scan (\d+) by_io_worker (\d+)$/m;
 ok(defined $own_by_worker && $own_by_worker > 0 && $own_by_worker == $own_scan,
 	"a process of the cluster's account registered as an I/O worker: its reads are attributed to the mark "
-	  . "($fake)") or diag($fake_err);
+	  . "($fake_out)") or diag($fake_err);
 ok(wait_until(sub { stat_value($node, 'records_read') - $records_before >= ($own_scan // 1) }, 5),
 	'and each of them recorded for the evictor');
 my $records_mid = stat_value($node, 'records_read');
