@@ -244,6 +244,21 @@ promotion_enabled(void)
 	return KNOB(tracking) && KNOB(promote_on_access);
 }
 
+/* Is one of the chunks first..last of mapping a scan chunk? */
+static __always_inline bool
+read_touches_scan_chunk(struct address_space *mapping, __u64 first, __u64 last)
+{
+	struct scan_chunk key = {.mapping = (__u64) mapping};
+
+	for (int i = 0; i < READ_MAX_CHUNKS && first + i <= last; i++)
+	{
+		key.chunk = first + i;
+		if (bpf_map_lookup_elem(&scan_folios, &key))
+			return true;
+	}
+	return false;
+}
+
 /*
  * A task reads pages index..last of mapping (filemap_read, in the reading
  * task): the scan chunks among them that an unmarked task reads are
@@ -254,23 +269,22 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 {
 	struct scan_chunk key = {.mapping = (__u64) mapping};
 	__u64		first = index >> CHUNK_SHIFT;
-	bool		reader_unmarked = false;
 
-	if (!promotion_enabled())
+	/*
+	 * Who reads is asked only for a read of a scan chunk: the common case
+	 * ends at the lookups, as in on_folio_activated (for an I/O worker the
+	 * rule reads its memory, several times the cost of the lookups).  Two
+	 * loops, not a flag in one: the rule inlined in the loop is more than
+	 * the verifier follows.
+	 */
+	if (!promotion_enabled() || !read_touches_scan_chunk(mapping, first, last >> CHUNK_SHIFT) ||
+		current_task_is_scan())
 		return 0;
 	for (int i = 0; i < READ_MAX_CHUNKS && first + i <= (last >> CHUNK_SHIFT); i++)
 	{
 		key.chunk = first + i;
 		if (!bpf_map_lookup_elem(&scan_folios, &key))
 			continue;
-		/*
-		 * Who reads is asked only now, once: the common case, a read of
-		 * no scan chunk, ends above without it (for an I/O worker the rule
-		 * reads its memory, several times the cost of the lookups).
-		 */
-		if (!reader_unmarked && current_task_is_scan())
-			return 0;
-		reader_unmarked = true;
 		if (bpf_map_delete_elem(&scan_folios, &key) != 0)
 			continue;
 		stat_inc(PCE_STAT_FOLIOS_PROMOTED);
