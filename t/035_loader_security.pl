@@ -360,6 +360,7 @@ close $wf;
 my $records_before = stat_value($node, 'records_read');
 my ($fake_out, $fake_err) = ('', '');
 IPC::Run::run([ "$src/test/pce_fake_io_worker", $pindir, $worker_file ], '>', \$fake_out, '2>', \$fake_err);
+chomp $fake_out;
 my ($own_scan, $own_by_worker) = $fake_out =~ /^scan (\d+) by_io_worker (\d+)$/m;
 ok(defined $own_by_worker && $own_by_worker > 0 && $own_by_worker == $own_scan,
 	"a process of the cluster's account registered as an I/O worker: its reads are attributed to the mark "
