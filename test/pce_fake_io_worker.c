@@ -94,17 +94,50 @@ must(int rc, const char *what)
 	}
 }
 
+/* This process's io_workers entry: where its fake I/O handle is. */
+static void
+put_io_worker_entry(int fd)
+{
+	__u32		key = (__u32) reader_pid;
+	struct pce_io_worker w = {0};
+
+	w.proc_start_ticks = pce_proc_start_ticks(reader_pid);
+	w.error_context_stack = (__u64) (unsigned long) &fake_error_context_stack;
+	w.io_handles = (__u64) (unsigned long) fake_handles;
+	w.io_handle_count = FAKE_HANDLES;
+	w.io_handle_size = FAKE_HANDLE_SIZE;
+	w.owner_offset = FAKE_OWNER_OFFSET;
+	w.context_arg_offset = offsetof(struct fake_error_context, arg);
+	w.context_previous_offset = offsetof(struct fake_error_context, previous);
+	must(bpf_map_update_elem(fd, &key, &w, BPF_ANY), "io_workers");
+}
+
+/*
+ * On 18+ the module's worker keeps io_workers to the server's own I/O
+ * workers, removing other entries every 250 ms: put this one back, every
+ * 2 ms, until killed.
+ */
+static void
+keep_io_worker_entry(void)
+{
+	int			fd = map_fd(PCE_PIN_IO_WORKERS);
+
+	for (;;)
+	{
+		put_io_worker_entry(fd);
+		usleep(2000);
+	}
+}
+
 /* The marked process's entries, this process's io_workers entry, the knob. */
 static void
 register_entries(void)
 {
-	pid_t		self = reader_pid;
 	__u32		mpid = (__u32) marked_pid,
 				procno = FAKE_PROCNO,
 				key = 0;
 	struct pce_scan_mark mark = {0};
 	struct pce_scan_owner owner = {0};
-	struct pce_io_worker w = {0};
 	struct pce_knobs k;
 	struct timespec now;
 	int			knobs = map_fd(PCE_PIN_KNOBS);
@@ -117,17 +150,7 @@ register_entries(void)
 	owner.proc_start_ticks = mark.proc_start_ticks;
 	owner.pid = mpid;
 	must(bpf_map_update_elem(map_fd(PCE_PIN_SCAN_OWNERS), &procno, &owner, BPF_ANY), "scan_owners");
-	w.proc_start_ticks = pce_proc_start_ticks(self);
-	w.error_context_stack = (__u64) (unsigned long) &fake_error_context_stack;
-	w.io_handles = (__u64) (unsigned long) fake_handles;
-	w.io_handle_count = FAKE_HANDLES;
-	w.io_handle_size = FAKE_HANDLE_SIZE;
-	w.owner_offset = FAKE_OWNER_OFFSET;
-	w.context_arg_offset = offsetof(struct fake_error_context, arg);
-	w.context_previous_offset = offsetof(struct fake_error_context, previous);
-	key = (__u32) self;
-	must(bpf_map_update_elem(map_fd(PCE_PIN_IO_WORKERS), &key, &w, BPF_ANY), "io_workers");
-	key = 0;
+	put_io_worker_entry(map_fd(PCE_PIN_IO_WORKERS));
 	must(bpf_map_lookup_elem(knobs, &key, &k), "knobs");
 	k.io_workers = 1;
 	must(bpf_map_update_elem(knobs, &key, &k, BPF_ANY), "knobs");
@@ -153,12 +176,11 @@ remove_entries(void)
 	}
 }
 
-/* Run fn in a child, as registrar when given (else as this process's user). */
-static void
-as_registrar(const struct passwd *registrar, void (*fn) (void))
+/* Start fn in a child, as registrar when given (else as this process's user). */
+static pid_t
+start_as_registrar(const struct passwd *registrar, void (*fn) (void))
 {
 	pid_t		child = fork();
-	int			status;
 
 	if (child < 0)
 		must(-1, "fork");
@@ -171,6 +193,16 @@ as_registrar(const struct passwd *registrar, void (*fn) (void))
 		fn();
 		exit(0);
 	}
+	return child;
+}
+
+/* Run fn so, and wait for it. */
+static void
+as_registrar(const struct passwd *registrar, void (*fn) (void))
+{
+	pid_t		child = start_as_registrar(registrar, fn);
+	int			status;
+
 	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 	{
 		fprintf(stderr, "pce_fake_io_worker: the registrar failed\n");
@@ -219,6 +251,7 @@ main(int argc, char **argv)
 	__u32		key = 0;
 	__u64		scan,
 				by_worker;
+	pid_t		keeper;
 
 	if (argc != 3 && argc != 4)
 	{
@@ -255,12 +288,15 @@ main(int argc, char **argv)
 	}
 	usleep(10000);				/* its start time is in /proc */
 	as_registrar(registrar, register_entries);
+	keeper = start_as_registrar(registrar, keep_io_worker_entry);
 	scan = stat_sum(stats, PCE_STAT_FOLIOS_ADDED_SCAN);
 	by_worker = stat_sum(stats, PCE_STAT_FOLIOS_ADDED_SCAN_BY_IO_WORKER);
 	read_uncached(fd);
 	scan = stat_sum(stats, PCE_STAT_FOLIOS_ADDED_SCAN) - scan;
 	by_worker = stat_sum(stats, PCE_STAT_FOLIOS_ADDED_SCAN_BY_IO_WORKER) - by_worker;
 	fake_error_context_stack = NULL;
+	kill(keeper, SIGKILL);
+	waitpid(keeper, NULL, 0);
 	as_registrar(registrar, remove_entries);
 	kill(marked_pid, SIGKILL);
 	waitpid(marked_pid, NULL, 0);
