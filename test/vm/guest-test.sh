@@ -4,7 +4,9 @@
 # It does what a user does on a fresh Debian server with PostgreSQL, on
 # Debian's kernel with systemd as PID 1, and checks what the extension does:
 #
-#   boot 1: make install; the drop-in for postgresql@.service; shared_preload_libraries;
+#   boot 1: make install; the tracker records XFS large folios with their full size
+#           (test/vm/xfs-large-folio.sh: struct folio's layout differs before 6.6);
+#           the drop-in for postgresql@.service; shared_preload_libraries;
 #           systemctl restart postgresql; CREATE EXTENSION; a marked scan's pages leave
 #           the cache while a hot table stays; then reboot
 #   boot 2: the unit made the pins again at boot (same checks); systemctl stop/start;
@@ -119,6 +121,19 @@ active_checks() {
 	check "$label: systemd's /sys/fs/bpf is untouched (mode 0700)" is "$(stat -c %a /sys/fs/bpf)" 1700
 }
 
+# A marked read of a cold file on XFS, which caches it in large folios: the
+# tracker records each folio with its full size (the order's field differs
+# between 6.1 and 6.12) and dropping the records empties the cache of it.
+xfs_large_folios() {
+	local out rc=0
+	out=$(PCE_MARK_SELF=/root/pg_cache_ext/test/pce_mark_self \
+		bash /root/pg_cache_ext/test/vm/xfs-large-folio.sh 2>&1) || rc=$?
+	echo "$out" >>"$LOG"
+	# its numbers, kept with the results (printed at the end, as they are)
+	grep -E '^(file|tracker|after|FAILED|xfs-large-folio)' <<<"$out" | sed 's/^/# xfs: /' >>"$STATE/results"
+	check "XFS large folios on $(uname -r): recorded with their full size, dropped wholly" is "$rc" 0
+}
+
 # Optionally break the deployment (scripts/vm-lane.sh PCE_VM_BREAK=pins): pins
 # below systemd's /sys/fs/bpf, which the server cannot traverse.
 break_pins() {
@@ -134,6 +149,7 @@ boot1() {
 	[ "$V" = 15 ] && want='^6[.]1[.].*-amd64$'
 	check "Debian's kernel $(uname -r)" matches "$(uname -r)" "$want"
 	check "make install" make -s -C /root/pg_cache_ext install
+	xfs_large_folios
 	mkdir -p "$DROPIN"
 	check "the drop-in installed" cp /root/pg_cache_ext/systemd/pg_cache_ext.conf "$DROPIN/"
 	echo "shared_preload_libraries = 'pg_cache_ext'" >"$CONF"
