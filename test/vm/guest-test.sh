@@ -13,7 +13,8 @@
 #           systemctl reload switching pg_cache_ext.mode off (the scan's pages then stay:
 #           the control) and a smaller scan_budget; a loader that fails (a bad
 #           pg_cache_ext.mode) leaves PostgreSQL running and queries working, and
-#           cache_ext_status() says why; then power off
+#           cache_ext_status() says why; a second cluster without pg_cache_ext in
+#           shared_preload_libraries starts, and its loader loads nothing; then power off
 #
 # Each check prints "PCEVM-live ok N - what" (or "not ok") on the serial
 # console as it runs; at the end the results of both boots are printed as
@@ -192,6 +193,22 @@ failing_loader() {
 	check "the loader fixed: active again" wait_state active
 }
 
+# A second cluster that does not preload pg_cache_ext: the drop-in runs the
+# loader for it too, which loads nothing, says so in one line and exits 0.
+second_cluster() {
+	local other=$V-other pins_before
+	pins_before=$(ls /run/pg_cache_ext/pins | wc -l)
+	pg_createcluster -p 5433 "$V" other >>"$LOG" 2>&1
+	systemctl start "postgresql@$other"
+	check "a cluster without pg_cache_ext: postgresql@$other is active" systemctl is-active --quiet "postgresql@$other"
+	check "a cluster without pg_cache_ext: queries work" \
+		is "$(runuser -u postgres -- psql -XAtq -p 5433 -d postgres -c 'SELECT 1' 2>>"$LOG")" 1
+	check "a cluster without pg_cache_ext: its loader said, in one line, that it loaded nothing" \
+		bash -c "journalctl -b -u postgresql@$other | grep -c 'pg_cache_ext_loader: cluster $other does not preload pg_cache_ext' | grep -qx 1"
+	check "a cluster without pg_cache_ext: it got no pins" is "$(ls /run/pg_cache_ext/pins | wc -l)" "$pins_before"
+	systemctl stop "postgresql@$other"
+}
+
 boot2() {
 	active_checks "after reboot"
 	check "after reboot: the unit's loader made the pins again" \
@@ -213,6 +230,7 @@ boot2() {
 	check "reload: scan_budget is 8MB" is "$(sql 'SHOW pg_cache_ext.scan_budget')" 8MB
 	scan_check dropped 8 "scan_budget 8MB"
 	failing_loader
+	second_cluster
 }
 
 systemctl is-system-running --wait >/dev/null 2>&1
