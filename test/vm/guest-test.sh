@@ -126,12 +126,13 @@ active_checks() {
 # tracker records each folio with its full size (the order's field differs
 # between 6.1 and 6.12) and dropping the records empties the cache of it.
 xfs_large_folios() {
-	local out rc=0
+	local out rc=0 t0=$SECONDS
 	out=$(PCE_MARK_SELF=/root/pg_cache_ext/test/pce_mark_self \
 		bash /root/pg_cache_ext/test/vm/xfs-large-folio.sh 2>&1) || rc=$?
 	echo "$out" >>"$LOG"
 	# its numbers, kept with the results (printed at the end, as they are)
 	grep -E '^(file|tracker|after|FAILED|xfs-large-folio)' <<<"$out" | sed 's/^/# xfs: /' >>"$STATE/results"
+	echo "# xfs: the check took $((SECONDS - t0)) s" >>"$STATE/results"
 	check "XFS large folios on $(uname -r): recorded with their full size, dropped wholly" is "$rc" 0
 }
 
