@@ -132,7 +132,7 @@ for my $case ([ 'is not set', $deb_dir ],
 	ok($ok, "a cluster without pg_cache_ext in shared_preload_libraries ($what): exit 0") or diag($err);
 	like($out, qr/\Apg_cache_ext_loader: cluster 15-pcetest does not preload pg_cache_ext \(shared_preload_libraries $said\): nothing loaded\n\z/,
 		'one line says why nothing was loaded');
-	is($err, '', 'nothing on stderr');
+	unlike($err, qr/pg_cache_ext_loader/, 'and no error');    # (sudo may complain of the host name)
 	ok(!-e $deb_pins, 'no pins were made for it');
 }
 # a bad pg_cache_ext.mode of a cluster that does not preload the module is no error
