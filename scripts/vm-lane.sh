@@ -10,11 +10,10 @@
 # The VM's root is a debootstrap of the suite with linux-image-amd64 (and its
 # initramfs), systemd-sysv, PostgreSQL (its main cluster made by the package,
 # as on any server) and the build tools, made once below
-# /var/tmp/pce-vms/SUITE/root and reused while its stamp (suite, package list, VM_LAYOUT) matches: a
-# root whose list lacks packages gets them installed, any other difference
-# builds it again.  Each run
-# copies this source tree into it, builds it there (make: before boot, in a
-# chroot), writes an ext4 disk image from the root (raw, sparse) and boots it
+# /var/tmp/pce-vms/SUITE/root and reused while its stamp (suite, package
+# list, VM_LAYOUT) matches: a root whose list lacks packages gets them
+# installed, any other difference builds it again.  Each run copies this
+# source tree into it, builds it there (make: before boot, in a chroot), writes an ext4 disk image from the root (raw, sparse) and boots it
 # twice with QEMU: test/vm/guest-test.sh runs at boot as a systemd unit and
 # does the rest inside as a user would (make install, the drop-in, the
 # configuration, systemctl), reboots the VM once, and prints TAP lines
