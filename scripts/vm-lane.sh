@@ -13,8 +13,9 @@
 # /var/tmp/pce-vms/SUITE/root and reused while its stamp (suite, package
 # list, VM_LAYOUT) matches: a root whose list lacks packages gets them
 # installed, any other difference builds it again.  Each run copies this
-# source tree into it, builds it there (make: before boot, in a chroot), writes an ext4 disk image from the root (raw, sparse) and boots it
-# twice with QEMU: test/vm/guest-test.sh runs at boot as a systemd unit and
+# source tree into it, builds it there (make: before boot, in a chroot),
+# writes an ext4 disk image from the root (raw, sparse) and boots it twice
+# with QEMU: test/vm/guest-test.sh runs at boot as a systemd unit and
 # does the rest inside as a user would (make install, the drop-in, the
 # configuration, systemctl), reboots the VM once, and prints TAP lines
 # "PCEVM ok N - ..." on the serial console, which this script counts.
