@@ -5,7 +5,8 @@
  *
  * Invariants: parsing terminates without reading past the input (ASan);
  * every value it keeps is NUL-terminated within its buffer and carries the
- * line it came from; an error names the source and a line.
+ * line it came from; an error names the source and a line; the
+ * shared_preload_libraries list it read is parsed without reading past it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (conf.value[i][0] && strncmp(conf.where[i], "fuzz.conf line ", 15) != 0)
 				abort();
 		}
+		(void) pce_conf_preloads(conf.value[PCE_CONF_PRELOAD], "pg_cache_ext");
 	}
 	else if (strncmp(err, "fuzz.conf line ", 15) != 0)
 		abort();

@@ -14,11 +14,13 @@
  *
  * The loader is root and these files are the postgres account's: each is
  * opened as the cluster's owner (safe_open.c), never through a final
- * symlink, never a FIFO or device, and read only if root or the cluster's
+ * symlink (nor through any symlink with conf->resolve RESOLVE_NO_SYMLINKS,
+ * which --debian-cluster sets: /etc/postgresql/VERSION/NAME is the postgres
+ * account's), never a FIFO or device, and read only if root or the cluster's
  * owner owns it, never on procfs, sysfs or devtmpfs (whose "files" the
  * caller of a setuid program, say, chooses).  Each setting remembers
  * whether its file is root's own: root-owned, not group- or other-writable,
- * and included (if it is) only from files that are root's own too; trust
+ * with no other hard link, and included (if it is) only from files that are root's own too; trust
  * is inherited, so a root-owned file named by an include in
  * postgresql.auto.conf is not.  Only such a file may name a path the loader
  * acts on.  At most PCE_CONF_FILES_MAX files are read, nested at most
@@ -49,6 +51,7 @@ const char *const pce_conf_names[PCE_CONF__COUNT] = {
 	[PCE_CONF_BPFFS_DIR] = "pg_cache_ext.bpffs_dir",
 	[PCE_CONF_CGROUP] = "pg_cache_ext.cgroup",
 	[PCE_CONF_DATA_DIRECTORY] = "data_directory",
+	[PCE_CONF_PRELOAD] = "shared_preload_libraries",
 };
 
 static const char *
@@ -273,7 +276,7 @@ static int
 read_dir(const char *dirpath, int depth, struct pce_loader_config *conf, char *err, size_t errlen)
 {
 	int			dfd = pce_openat2_as(conf->reader, AT_FDCWD, dirpath,
-									 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+									 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, conf->resolve);
 	DIR		   *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	char	  **names;
 	size_t		n;
@@ -378,7 +381,7 @@ open_conf_file(int dirfd, const char *path, const char *shown, bool missing_ok,
 		return -1;
 	}
 	fd = pce_openat2_as(conf->reader, dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
-						dirfd == AT_FDCWD ? 0 : PCE_RESOLVE_STRICT);
+						dirfd == AT_FDCWD ? conf->resolve : PCE_RESOLVE_STRICT);
 	if (fd < 0)
 	{
 		if (missing_ok && errno == ENOENT)
@@ -458,12 +461,14 @@ read_file(int dirfd, const char *path, const char *shown, bool missing_ok, int d
 
 	/*
 	 * Only root may choose the paths the root loader acts on: a file is
-	 * root's own if root owns it, no one else may write it, and whatever
+	 * root's own if root owns it, no one else may write it, it has no
+	 * other name (a hard link the postgres account made in its own
+	 * directory, where fs.protected_hardlinks is off), and whatever
 	 * included it is root's own too (an include in postgresql.auto.conf
 	 * is the postgres account's choice of file).
 	 */
-	conf->source_trusted = (depth == 0 || outer_trusted) &&
-		st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+	conf->source_trusted = (depth == 0 || outer_trusted) && st.st_uid == 0 &&
+		(st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_nlink == 1;
 	rc = pce_parse_config_text(text, len, shown, conf, follow_include, &ctx, err, errlen);
 	conf->source_trusted = outer_trusted;
 	free(text);
@@ -475,4 +480,65 @@ pce_read_config_file(int dirfd, const char *path, const char *shown, bool missin
 					 struct pce_loader_config *conf, char *err, size_t errlen)
 {
 	return read_file(dirfd, path, shown, missing_ok, 0, conf, err, errlen);
+}
+
+/* Does the list item [p, end) name library: "name", "name.so", ".../name[.so]"? */
+static bool
+item_names_library(const char *p, const char *end, const char *library)
+{
+	size_t		len = strlen(library);
+
+	for (const char *q = p; q < end; q++)
+		if (*q == '/')
+			p = q + 1;			/* $libdir/name or a path: its file name */
+	if (end - p == (ptrdiff_t) len + 3 && memcmp(end - 3, ".so", 3) == 0)
+		end -= 3;
+	return end - p == (ptrdiff_t) len && memcmp(p, library, len) == 0;
+}
+
+bool
+pce_conf_preloads(const char *list, const char *library)
+{
+	const char *p = list;
+
+	for (;;)
+	{
+		const char *start;
+		const char *end;
+		char		item[PCE_CONF_VALUE_MAX];
+		size_t		n = 0;
+
+		while (isspace((unsigned char) *p))
+			p++;
+		if (*p == '"')
+		{
+			/* a quoted item: "" is a quote */
+			for (p++; *p && !(*p == '"' && p[1] != '"'); p++)
+			{
+				if (*p == '"')
+					p++;
+				if (n + 1 < sizeof(item))
+					item[n++] = *p;
+			}
+			if (*p == '"')
+				p++;
+			start = item;
+			end = item + n;
+		}
+		else
+		{
+			start = p;
+			while (*p && *p != ',')
+				p++;
+			end = p;
+			while (end > start && isspace((unsigned char) end[-1]))
+				end--;
+		}
+		if (item_names_library(start, end, library))
+			return true;
+		while (*p && *p != ',')
+			p++;
+		if (*p++ != ',')
+			return false;
+	}
 }

@@ -25,6 +25,7 @@ enum pce_conf_setting
 	PCE_CONF_BPFFS_DIR,			/* pg_cache_ext.bpffs_dir */
 	PCE_CONF_CGROUP,			/* pg_cache_ext.cgroup */
 	PCE_CONF_DATA_DIRECTORY,	/* data_directory (--debian-cluster) */
+	PCE_CONF_PRELOAD,			/* shared_preload_libraries (--debian-cluster) */
 	PCE_CONF__COUNT
 };
 
@@ -38,6 +39,7 @@ struct pce_loader_config
 	char		where[PCE_CONF__COUNT][PCE_CONF_WHERE_MAX];
 	bool		trusted[PCE_CONF__COUNT];	/* it came from a file only root can write */
 	const struct pce_reader *reader;	/* whose rights files are opened with; NULL: ours */
+	unsigned long long resolve; /* openat2() resolve flags of paths by name (not below a dirfd) */
 	/* while reading: */
 	bool		source_trusted; /* the current file and all that included it are root's own */
 	char		chain[PCE_CONF_WHERE_MAX];	/* "included from FILE line N, ..." or "" */
@@ -70,5 +72,13 @@ extern int	pce_parse_config_text(const char *text, size_t len, const char *sourc
  */
 extern int	pce_read_config_file(int dirfd, const char *path, const char *shown, bool missing_ok,
 								 struct pce_loader_config *conf, char *err, size_t errlen);
+
+/*
+ * Does the shared_preload_libraries value list name library (e.g.
+ * "pg_cache_ext")?  As the server reads it: comma-separated, blanks around
+ * an item ignored, an item may be double-quoted, and an item names the
+ * library by name, by $libdir/name or by a path, with or without ".so".
+ */
+extern bool pce_conf_preloads(const char *list, const char *library);
 
 #endif

@@ -97,7 +97,9 @@ usage(void)
 		   "  -D, --pgdata=DATADIR     the cluster's data directory (gives the cluster id)\n"
 		   "      --debian-cluster=VERSION-NAME  a Debian cluster (e.g. 15-main, systemd's\n"
 		   "                           instance of postgresql@.service): its configuration in\n"
-		   "                           /etc/postgresql/VERSION/NAME, its data_directory\n"
+		   "                           /etc/postgresql/VERSION/NAME (no symlinks), its\n"
+		   "                           data_directory; a cluster that does not preload\n"
+		   "                           pg_cache_ext gets nothing loaded (exit 0)\n"
 		   "      --cluster-id=ID      use this cluster id instead of reading DATADIR\n"
 		   "      --bpffs-dir=DIR      pin root (default %s)\n"
 		   "      --group=GROUP        group that may use the pins (default postgres)\n"
@@ -186,7 +188,11 @@ take_path_setting(enum pce_conf_setting i, const char *option, const char **targ
  * data directory its data_directory, as pg_ctlcluster finds it.  Both are
  * the postgres account's to write, so they are read with --user's rights
  * (the data directory is opened as that account too, then must be its own:
- * open_datadir()), never root's.
+ * open_datadir()), never root's.  The configuration and its includes are
+ * reached through no symlink at all: /etc/postgresql/VERSION and
+ * .../NAME are the postgres account's directories, and a symlink there
+ * would lead the loader to a root-owned file of that account's choice,
+ * whose paths it would trust.
  */
 static void
 read_debian_cluster(char *why, size_t whylen)
@@ -208,6 +214,7 @@ read_debian_cluster(char *why, size_t whylen)
 		opt.config_file = conf_path;
 	}
 	cluster_conf.reader = &user_reader;
+	cluster_conf.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 	if (pce_read_config_file(AT_FDCWD, opt.config_file, opt.config_file, false, &cluster_conf, why, whylen) != 0)
 		pce_fail("cluster %s: %s", opt.debian_cluster, why);
 	if (!cluster_conf.value[PCE_CONF_DATA_DIRECTORY][0])
@@ -219,6 +226,25 @@ read_debian_cluster(char *why, size_t whylen)
 	opt.datadir = datadir;
 	open_datadir(&user_reader);
 	cluster_conf.reader = &cluster_owner;
+}
+
+/*
+ * The drop-in runs the loader for every Debian cluster: one whose
+ * configuration (the files the server reads, as read above) does not
+ * preload pg_cache_ext gets nothing loaded, and the loader says so in one
+ * line and exits 0.  --unload, --check and --show do what they say.
+ */
+static void
+skip_cluster_without_module(void)
+{
+	const char *list = cluster_conf.value[PCE_CONF_PRELOAD];
+
+	if (!opt.debian_cluster || opt.unload || opt.check || opt.show ||
+		pce_conf_preloads(list, "pg_cache_ext"))
+		return;
+	pce_info("cluster %s does not preload pg_cache_ext (shared_preload_libraries %s%s): nothing loaded",
+			 opt.debian_cluster, list[0] ? "in " : "is not set", cluster_conf.where[PCE_CONF_PRELOAD]);
+	exit(0);
 }
 
 /*
@@ -251,6 +277,7 @@ apply_cluster_config(void)
 	snprintf(auto_shown, sizeof(auto_shown), "%s/postgresql.auto.conf", opt.datadir);
 	if (pce_read_config_file(datadir_fd, "postgresql.auto.conf", auto_shown, true, &cluster_conf, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
+	skip_cluster_without_module();
 
 	if (cluster_conf.value[PCE_CONF_MODE][0] && !opt.mode_given)
 	{

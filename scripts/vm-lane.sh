@@ -10,10 +10,12 @@
 # The VM's root is a debootstrap of the suite with linux-image-amd64 (and its
 # initramfs), systemd-sysv, PostgreSQL (its main cluster made by the package,
 # as on any server) and the build tools, made once below
-# /var/tmp/pce-vms/SUITE/root and reused while its stamp matches.  Each run
-# copies this source tree into it, builds it there (make: before boot, in a
-# chroot), writes an ext4 disk image from the root (raw, sparse) and boots it
-# twice with QEMU: test/vm/guest-test.sh runs at boot as a systemd unit and
+# /var/tmp/pce-vms/SUITE/root and reused while its stamp (suite, package
+# list, VM_LAYOUT) matches: a root whose list lacks packages gets them
+# installed, any other difference builds it again.  Each run copies this
+# source tree into it, builds it there (make: before boot, in a chroot),
+# writes an ext4 disk image from the root (raw, sparse) and boots it twice
+# with QEMU: test/vm/guest-test.sh runs at boot as a systemd unit and
 # does the rest inside as a user would (make install, the drop-in, the
 # configuration, systemctl), reboots the VM once, and prints TAP lines
 # "PCEVM ok N - ..." on the serial console, which this script counts.
@@ -29,7 +31,10 @@ SRC=$PWD
 VMS=/var/tmp/pce-vms
 VM_PKGS="linux-image-amd64 systemd-sysv udev initramfs-tools kmod util-linux util-linux-extra procps
 	postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev zlib1g-dev
-	make gcc pkg-config xz-utils"
+	make gcc pkg-config xz-utils xfsprogs"
+# Bump when the root changes in a way a package list does not say: a root
+# with another layout is built again from scratch.
+VM_LAYOUT=2
 VM_MOUNTS="proc sys dev dev/pts dev/shm"
 
 . "$SRC/scripts/lanes.sh" --functions
@@ -42,8 +47,43 @@ vm_suite() {
 	esac
 }
 
+# What a root was built from, in its .pce-stamp: suite, layout, packages.
 vm_stamp_key() {
-	printf 'suite=%s\npackages=%s\nlayout=2\n' "$1" "${VM_PKGS//@V@/$2}" | tr -s ' \t\n' ' '
+	printf 'suite=%s\npackages=%s\nlayout=%s\n' "$1" "${VM_PKGS//@V@/$2}" "$VM_LAYOUT" | tr -s ' \t\n' ' '
+}
+
+# The packages of the list that the stamp's list lacks, if the stamp is of
+# the same suite and layout and its list is all in the new one; else fails.
+vm_missing_pkgs() {
+	local stamp=$1 suite=$2 v=$3 old new p missing=""
+	[[ $stamp =~ ^suite=$suite\ packages=(.*)\ layout=$VM_LAYOUT\ ?$ ]] || return 1
+	old=" ${BASH_REMATCH[1]} "
+	new=" $(echo ${VM_PKGS//@V@/$v}) "
+	for p in $new; do
+		[[ $old == *" $p "* ]] || missing+=" $p"
+	done
+	for p in $old; do
+		[[ $new == *" $p "* ]] || return 1
+	done
+	echo "$missing"
+}
+
+# A complete root whose list lacks packages now listed gets them installed
+# (a minute, where building the root again takes 6 to 15).
+top_up_vm_root() {
+	local vm=$1 root=$2 key=$3 missing=$4
+	echo "$vm: $root was built with an older package list: installing$missing"
+	rm -f "$root/.pce-stamp" # incomplete until the packages are in
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+	chmod 0755 "$root/usr/sbin/policy-rc.d"
+	vm_mount "$root"
+	in_root "$root" apt-get update -qq
+	in_root "$root" apt-get install -y -qq --no-install-recommends $missing >>"$root.apt.log" 2>&1 ||
+		{ tail -20 "$root.apt.log"; return 1; }
+	in_root "$root" apt-get clean
+	rm -f "$root/usr/sbin/policy-rc.d"
+	vm_umount "$root"
+	echo "$key" >"$root/.pce-stamp"
 }
 
 vm_mount() {
@@ -99,11 +139,15 @@ build_vm_root() {
 }
 
 ensure_vm_root() {
-	local vm=$1 suite=$2 v=$3 root=$4 key
+	local vm=$1 suite=$2 v=$3 root=$4 key stamp missing
 	key=$(vm_stamp_key "$suite" "$v")
-	if [ -z "${PCE_VM_REBUILD:-}" ] && [ -f "$root/.pce-stamp" ] && [ "$(cat "$root/.pce-stamp")" = "$key" ]; then
+	stamp=$(cat "$root/.pce-stamp" 2>/dev/null || true)
+	if [ -z "${PCE_VM_REBUILD:-}" ] && [ "$stamp" = "$key" ]; then
 		echo "$vm: reusing $root"
 		return 0
+	fi
+	if [ -z "${PCE_VM_REBUILD:-}" ] && [ -n "$stamp" ] && missing=$(vm_missing_pkgs "$stamp" "$suite" "$v"); then
+		top_up_vm_root "$vm" "$root" "$key" "$missing" && return 0
 	fi
 	build_vm_root "$vm" "$suite" "$v" "$root" "$key"
 }

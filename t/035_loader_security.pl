@@ -391,6 +391,55 @@ like($err, qr/is owned by uid \d+, not by the cluster's account "postgres"/, 'on
 ok(!leaks("$out$err"), 'and nothing read from it is printed') or diag("$out$err");
 root('nobody-rm', "nb$$");
 
+# ---- --debian-cluster: /etc/postgresql/VERSION/NAME is the postgres account's ----
+# A symlink there would lead the loader to a root-owned file of that
+# account's choice, whose paths it trusts: a cluster directory or a
+# postgresql.conf that is a symlink is refused, the paths of the file behind
+# it never used.  (/etc/postgresql/99 stands for a version's directory.)
+SKIP:
+{
+	my ($made, undef, $merr) = root('debian-etc-make');
+	skip "no /etc/postgresql here: $merr", 8 unless $made;
+	my $trap_dir = "/sys/fs/bpf/pce-test-deblink-$$";
+	my (undef, $trusted) = root('root-conf-dir', "deb$$", "data_directory = '$data'",
+		"shared_preload_libraries = 'pg_cache_ext'", "pg_cache_ext.bpffs_dir = '$trap_dir'");
+	chomp $trusted;
+	my $etc = '/etc/postgresql/99';
+	mkdir "$etc/real$$" or die "mkdir: $!";
+	PostgreSQL::Test::Utils::append_to_file("$etc/real$$/postgresql.conf",
+		"data_directory = '$data'\nshared_preload_libraries = 'pg_cache_ext'\n");
+	($ok, $out, $err) = root('loader', '--check', '--debian-cluster', "99-real$$");
+	ok($ok, '--debian-cluster: a cluster directory of the postgres account is read') or diag($err);
+
+	symlink($trusted, "$etc/dirlink$$") or die "symlink: $!";
+	($ok, $out, $err) = root('loader', '--debian-cluster', "99-dirlink$$");
+	ok(!$ok, '--debian-cluster: a cluster directory that is a symlink (to root-owned configuration) is refused');
+	like($err, qr{^pg_cache_ext_loader: error: cluster 99-dirlink$$: cannot read "/etc/postgresql/99/dirlink$$/postgresql.conf": it is or goes through a symbolic link}m,
+		'one clear error');
+	ok(!-e "$trap_dir/$id", 'the bpffs_dir of the root-owned file behind it is not used');
+	root('loader', '--unload', '-D', $data, '--bpffs-dir', $trap_dir) if -e "$trap_dir/$id";
+
+	mkdir "$etc/conflink$$" or die "mkdir: $!";
+	symlink("$trusted/postgresql.conf", "$etc/conflink$$/postgresql.conf") or die "symlink: $!";
+	($ok, $out, $err) = root('loader', '--debian-cluster', "99-conflink$$");
+	ok(!$ok, '--debian-cluster: a postgresql.conf that is a symlink is refused');
+	like($err, qr{cannot read "/etc/postgresql/99/conflink$$/postgresql.conf": it is or goes through a symbolic link}m,
+		'one clear error');
+	ok(!-e "$trap_dir/$id", 'and its bpffs_dir is not used');
+	root('loader', '--unload', '-D', $data, '--bpffs-dir', $trap_dir) if -e "$trap_dir/$id";
+	root('bpffs-rmdir', $trap_dir) if -d $trap_dir;
+
+	# an include through a symlinked directory: not followed either
+	mkdir "$etc/inclink$$" or die "mkdir: $!";
+	symlink($trusted, "$etc/inclink$$/sub") or die "symlink: $!";
+	PostgreSQL::Test::Utils::append_to_file("$etc/inclink$$/postgresql.conf",
+		"data_directory = '$data'\ninclude 'sub/postgresql.conf'\n");
+	($ok, $out, $err) = root('loader', '--check', '--debian-cluster', "99-inclink$$");
+	like($err, qr{cannot read "/etc/postgresql/99/inclink$$/sub/postgresql.conf": it is or goes through a symbolic link}m,
+		'--debian-cluster: an include through a symlinked directory is refused');
+	root('debian-etc-rm');
+}
+
 is(canary_stat(), $canary_before, 'at the end, the canary is as it was');
 root('canary-rm', $canary);
 done_testing();

@@ -4,14 +4,17 @@
 # It does what a user does on a fresh Debian server with PostgreSQL, on
 # Debian's kernel with systemd as PID 1, and checks what the extension does:
 #
-#   boot 1: make install; the drop-in for postgresql@.service; shared_preload_libraries;
+#   boot 1: make install; the tracker records XFS large folios with their full size
+#           (test/vm/xfs-large-folio.sh: struct folio's layout differs before 6.6);
+#           the drop-in for postgresql@.service; shared_preload_libraries;
 #           systemctl restart postgresql; CREATE EXTENSION; a marked scan's pages leave
 #           the cache while a hot table stays; then reboot
 #   boot 2: the unit made the pins again at boot (same checks); systemctl stop/start;
 #           systemctl reload switching pg_cache_ext.mode off (the scan's pages then stay:
 #           the control) and a smaller scan_budget; a loader that fails (a bad
 #           pg_cache_ext.mode) leaves PostgreSQL running and queries working, and
-#           cache_ext_status() says why; then power off
+#           cache_ext_status() says why; a second cluster without pg_cache_ext in
+#           shared_preload_libraries starts, and its loader loads nothing; then power off
 #
 # Each check prints "PCEVM-live ok N - what" (or "not ok") on the serial
 # console as it runs; at the end the results of both boots are printed as
@@ -119,6 +122,20 @@ active_checks() {
 	check "$label: systemd's /sys/fs/bpf is untouched (mode 0700)" is "$(stat -c %a /sys/fs/bpf)" 1700
 }
 
+# A marked read of a cold file on XFS, which caches it in large folios: the
+# tracker records each folio with its full size (the order's field differs
+# between 6.1 and 6.12) and dropping the records empties the cache of it.
+xfs_large_folios() {
+	local out rc=0 t0=$SECONDS
+	out=$(PCE_MARK_SELF=/root/pg_cache_ext/test/pce_mark_self \
+		bash /root/pg_cache_ext/test/vm/xfs-large-folio.sh 2>&1) || rc=$?
+	echo "$out" >>"$LOG"
+	# its numbers, kept with the results (printed at the end, as they are)
+	grep -E '^(file|tracker|after|FAILED|xfs-large-folio)' <<<"$out" | sed 's/^/# xfs: /' >>"$STATE/results"
+	echo "# xfs: the check took $((SECONDS - t0)) s" >>"$STATE/results"
+	check "XFS large folios on $(uname -r): recorded with their full size, dropped wholly" is "$rc" 0
+}
+
 # Optionally break the deployment (scripts/vm-lane.sh PCE_VM_BREAK=pins): pins
 # below systemd's /sys/fs/bpf, which the server cannot traverse.
 break_pins() {
@@ -134,6 +151,7 @@ boot1() {
 	[ "$V" = 15 ] && want='^6[.]1[.].*-amd64$'
 	check "Debian's kernel $(uname -r)" matches "$(uname -r)" "$want"
 	check "make install" make -s -C /root/pg_cache_ext install
+	xfs_large_folios
 	mkdir -p "$DROPIN"
 	check "the drop-in installed" cp /root/pg_cache_ext/systemd/pg_cache_ext.conf "$DROPIN/"
 	echo "shared_preload_libraries = 'pg_cache_ext'" >"$CONF"
@@ -176,6 +194,22 @@ failing_loader() {
 	check "the loader fixed: active again" wait_state active
 }
 
+# A second cluster that does not preload pg_cache_ext: the drop-in runs the
+# loader for it too, which loads nothing, says so in one line and exits 0.
+second_cluster() {
+	local other=$V-other pins_before
+	pins_before=$(ls /run/pg_cache_ext/pins | wc -l)
+	pg_createcluster -p 5433 "$V" other >>"$LOG" 2>&1
+	systemctl start "postgresql@$other"
+	check "a cluster without pg_cache_ext: postgresql@$other is active" systemctl is-active --quiet "postgresql@$other"
+	check "a cluster without pg_cache_ext: queries work" \
+		is "$(runuser -u postgres -- psql -XAtq -p 5433 -d postgres -c 'SELECT 1' 2>>"$LOG")" 1
+	check "a cluster without pg_cache_ext: its loader said, in one line, that it loaded nothing" \
+		bash -c "journalctl -b -u postgresql@$other | grep -c 'pg_cache_ext_loader: cluster $other does not preload pg_cache_ext' | grep -qx 1"
+	check "a cluster without pg_cache_ext: it got no pins" is "$(ls /run/pg_cache_ext/pins | wc -l)" "$pins_before"
+	systemctl stop "postgresql@$other"
+}
+
 boot2() {
 	active_checks "after reboot"
 	check "after reboot: the unit's loader made the pins again" \
@@ -197,6 +231,7 @@ boot2() {
 	check "reload: scan_budget is 8MB" is "$(sql 'SHOW pg_cache_ext.scan_budget')" 8MB
 	scan_check dropped 8 "scan_budget 8MB"
 	failing_loader
+	second_cluster
 }
 
 systemctl is-system-running --wait >/dev/null 2>&1
