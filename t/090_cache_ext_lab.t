@@ -135,12 +135,12 @@ cmp_ok($r{dirty_evicted_scan} // 0, '>', 10 * ($r{dirty_evicted_main} // 0),
 	  . ', main ' . ($r{dirty_evicted_main} // '?') . ')');
 is($r{untracked_read_rc} // '', 0, 'a policy full (1024 folios) still lets the cgroup read');
 cmp_ok($r{untracked_added} // 0, '>', 0, "folios it could not hold counted as folios_untracked ($r{untracked_added})");
+is($r{oom_lru_anon_rc} // '', 0, 'active cache (inactive list empty), tight memory.max, kernel LRU: a 16 MiB allocation succeeds');
 is($r{oom_lru_scan_rc} // '', 0, 'active cache, tight memory.max, kernel LRU: the scan ran to its end');
-is($r{oom_lru_anon_rc} // '', 0, 'active cache, tight memory.max, kernel LRU: a 16 MiB allocation succeeds');
 is($r{oom_lru_kills} // '', 0, 'active cache, tight memory.max, kernel LRU: no OOM kill (the reference)');
+is($r{oom_policy_anon_rc} // '', 0, 'active cache (inactive list empty), tight memory.max, policy: a 16 MiB allocation succeeds');
+is($r{oom_policy_anon_kills} // '', 0, 'active cache, tight memory.max, policy: no OOM kill for the allocation');
 is($r{oom_policy_scan_rc} // '', 0, 'active cache, tight memory.max, policy: the marked scan ran to its end');
-is($r{oom_policy_scan_kills} // '', 0, 'active cache, tight memory.max, policy: no OOM kill during the scan');
-is($r{oom_policy_anon_rc} // '', 0, 'active cache, tight memory.max, policy: a 16 MiB allocation succeeds');
 is($r{oom_policy_kills} // '', $r{oom_lru_kills} // 0,
 	'active cache, tight memory.max, policy: no more OOM kills than the kernel LRU');
 isnt($r{mglru_attach_rc} // 0, 0, 'with MGLRU on, the attach is refused');

@@ -221,29 +221,34 @@ say "with MGLRU: $out"
 echo "$out" | grep -q "MGLRU is enabled" && echo "RESULT mglru_reason=1" || echo "RESULT mglru_reason=0"
 [ -e "$PIN/policy_link" ] && echo "RESULT mglru_link=1" || echo "RESULT mglru_link=0"
 
-# 10. OOM: a cgroup full of active clean cache (a file read twice) under a
-#     memory.max just above its usage, then a marked scan, then an
-#     anonymous allocation (dd's 16 MiB buffer; the VM has no swap): with
-#     the kernel's LRU (cgroup lru_oom, no policy) and with the policy
-#     (cgroup cache_ext_oom), in the same run.  memory.events oom_kill must
-#     stay 0 wherever the kernel's LRU has it 0.
+# 10. OOM: a cgroup full of active clean cache (a file read twice: the
+#     kernel's inactive file list is empty) under a memory.max just above
+#     its usage, then an anonymous allocation (dd's 16 MiB buffer; the VM has
+#     no swap), then, the cache made active again, a marked scan: with the
+#     kernel's LRU (cgroup lru_oom, no policy) and with the policy (cgroup
+#     cache_ext_oom), in the same run.  memory.events oom_kill must stay 0
+#     wherever the kernel's LRU has it 0.
 dd if=/dev/urandom of=/mnt/active bs=1M count=40 status=none
 sync
+kills_of() { awk '$1 == "oom_kill" { print $2 }' "$1/memory.events"; }
+make_active() {
+	echo 512M > "$1/memory.max"
+	in_cgroup "$1" "$B/pce_mark_self" -n 2 read /mnt/active
+	cur=$(cat "$1/memory.current")
+	echo $((cur + 2097152)) > "$1/memory.max"
+	say "$2: $(grep -E '^(active_file|inactive_file) ' "$1/memory.stat" | tr '\n' ' ')memory.max $((cur + 2097152))"
+}
 oom_case() {
 	name=$1 cg=$2 mark=$3
-	echo 512M > "$cg/memory.max"
 	sync; echo 3 > /proc/sys/vm/drop_caches
-	in_cgroup "$cg" "$B/pce_mark_self" -n 2 read /mnt/active
-	cur=$(cat "$cg/memory.current")
-	echo $((cur + 2097152)) > "$cg/memory.max"
-	say "$name: $(grep -E '^(active_file|inactive_file) ' "$cg/memory.stat" | tr '\n' ' ')memory.max $((cur + 2097152))"
-	in_cgroup "$cg" "$B/pce_mark_self" $mark read /mnt/scan
-	echo "RESULT oom_${name}_scan_rc=$?"
-	echo "RESULT oom_${name}_scan_kills=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events")"
-	in_cgroup "$cg" "$B/pce_mark_self" -n 2 read /mnt/active
+	make_active "$cg" "$name, before the allocation"
 	in_cgroup "$cg" dd if=/dev/zero of=/dev/null bs=16M count=4 status=none
 	echo "RESULT oom_${name}_anon_rc=$?"
-	echo "RESULT oom_${name}_kills=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events")"
+	echo "RESULT oom_${name}_anon_kills=$(kills_of "$cg")"
+	make_active "$cg" "$name, before the scan"
+	in_cgroup "$cg" "$B/pce_mark_self" $mark read /mnt/scan
+	echo "RESULT oom_${name}_scan_rc=$?"
+	echo "RESULT oom_${name}_kills=$(kills_of "$cg")"
 	say "$name: $(tr '\n' ' ' < "$cg/memory.events")"
 }
 mkdir -p "$CGROOT/lru_oom" "$CGROOT/cache_ext_oom"
