@@ -138,6 +138,9 @@ cmp_ok($r{untracked_added} // 0, '>', 0, "folios it could not hold counted as fo
 is($r{oom_lru_anon_rc} // '', 0, 'active cache (inactive list empty), tight memory.max, kernel LRU: a 16 MiB allocation succeeds');
 is($r{oom_lru_scan_rc} // '', 0, 'active cache, tight memory.max, kernel LRU: the scan ran to its end');
 is($r{oom_lru_kills} // '', 0, 'active cache, tight memory.max, kernel LRU: no OOM kill (the reference)');
+is($r{oom_policy_attach_rc} // '', 0, 'active cache, tight memory.max: the policy attached to the second cgroup');
+cmp_ok($r{oom_policy_scan_policy_evicted} // 0, '>', 0,
+	"active cache, tight memory.max: the policy did the evicting during the scan ($r{oom_policy_scan_policy_evicted} folios)");
 is($r{oom_policy_anon_rc} // '', 0, 'active cache (inactive list empty), tight memory.max, policy: a 16 MiB allocation succeeds');
 is($r{oom_policy_anon_kills} // '', 0, 'active cache, tight memory.max, policy: no OOM kill for the allocation');
 is($r{oom_policy_scan_rc} // '', 0, 'active cache, tight memory.max, policy: the marked scan ran to its end');

@@ -231,6 +231,7 @@ echo "$out" | grep -q "MGLRU is enabled" && echo "RESULT mglru_reason=1" || echo
 dd if=/dev/urandom of=/mnt/active bs=1M count=40 status=none
 sync
 kills_of() { awk '$1 == "oom_kill" { print $2 }' "$1/memory.events"; }
+evicted_total() { echo $(( $(stat_of folios_evicted_scan) + $(stat_of folios_evicted_main) )); }
 make_active() {
 	echo 512M > "$1/memory.max"
 	in_cgroup "$1" "$B/pce_mark_self" -n 2 read /mnt/active
@@ -242,18 +243,24 @@ oom_case() {
 	name=$1 cg=$2 mark=$3
 	sync; echo 3 > /proc/sys/vm/drop_caches
 	make_active "$cg" "$name, before the allocation"
+	ev0=$(evicted_total)
 	in_cgroup "$cg" dd if=/dev/zero of=/dev/null bs=16M count=4 status=none
 	echo "RESULT oom_${name}_anon_rc=$?"
 	echo "RESULT oom_${name}_anon_kills=$(kills_of "$cg")"
+	echo "RESULT oom_${name}_anon_policy_evicted=$(( $(evicted_total) - ev0 ))"
+	say "$name, after the allocation: $(grep -E '^(anon|active_file|inactive_file) ' "$cg/memory.stat" | tr '\n' ' ')"
 	make_active "$cg" "$name, before the scan"
+	ev0=$(evicted_total)
 	in_cgroup "$cg" "$B/pce_mark_self" $mark read /mnt/scan
 	echo "RESULT oom_${name}_scan_rc=$?"
+	echo "RESULT oom_${name}_scan_policy_evicted=$(( $(evicted_total) - ev0 ))"
 	echo "RESULT oom_${name}_kills=$(kills_of "$cg")"
 	say "$name: $(tr '\n' ' ' < "$cg/memory.events")"
 }
 mkdir -p "$CGROOT/lru_oom" "$CGROOT/cache_ext_oom"
 oom_case lru "$CGROOT/lru_oom" ""
 "$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_oom" >/dev/null && "$B/pce_policy_tool" knobs "$PIN" 1 1 0
+echo "RESULT oom_policy_attach_rc=$?"
 oom_case policy "$CGROOT/cache_ext_oom" "-p $PIN"
 "$B/pce_policy_tool" stats "$PIN" | grep -E 'evicted|unfilled' | sed 's/^/LAB-TEST: oom stats: /'
 "$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
