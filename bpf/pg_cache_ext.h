@@ -288,8 +288,12 @@ struct pce_folio_event
  * stop using its lists at all (UNLINKING) before the research kernel frees
  * them (loader/policy.c, pce_detach_policy()).  nr_*_folios are the
  * policy's.  The saved_* fields are the detach's record of the limits it
- * lifts for the teardown: a loader killed midway leaves them set, and the
- * next run puts them back (pce_policy_resume_interrupted()).
+ * lifts for the teardown, and teardown_map_id the struct_ops map whose
+ * freeing says the teardown is over: the record is kept until then (a
+ * loader killed midway, or a teardown slower than the loader's wait,
+ * leaves it), and only then does a run put the limits back
+ * (pce_policy_resume_interrupted()).  While a record is kept, no attach or
+ * detach may start (one record, never overwritten).
  */
 enum pce_policy_phase
 {
@@ -309,6 +313,8 @@ struct pce_policy_state
 	__u64		saved_cgroup_id;	/* the cgroup whose limits were lifted; loader */
 	char		saved_max[PCE_LIMIT_TEXT_MAX];	/* its memory.max before */
 	char		saved_high[PCE_LIMIT_TEXT_MAX]; /* its memory.high before */
+	__u32		teardown_map_id;	/* the struct_ops map being freed (0: none); loader */
+	__u32		reserved;		/* 0 */
 };
 
 /* Which eviction mechanism the loader put in place. */

@@ -42,12 +42,28 @@
  *
  *	folios_untracked		folio_lists is full (its size: the loader's
  *							PCE_POLICY_MAX_FOLIOS, default 2^21 folios, 8 GiB).
- *	folios_list_refused		the kernel refused to list the folio.  The lists
- *							live in the registry of NUMA node 0 (init() gets
- *							the memcg only), and the kernel looks a list up
- *							in the registry of the folio's node: on a
- *							multi-node machine, folios of other nodes are
- *							refused here.
+ *	folios_list_refused		the kernel refused to list the folio: on a
+ *							multi-node machine, every folio of a node other
+ *							than 0 (see NUMA below).
+ *
+ * NUMA: the policy cannot keep lists per node on the research kernel
+ * (branch artifact, mm/cache_ext_ds.c), so it keeps one pair, of node 0:
+ *
+ *	- bpf_cache_ext_ds_registry_new_list(memcg) has no node argument and
+ *	  always registers the list in memcg->nodeinfo[0] (no other kfunc makes
+ *	  a list);
+ *	- list_add/add_tail/move look the list up in the registry of the
+ *	  folio's own node (cache_ext_ds_registry_from_folio()), which on any
+ *	  other node is empty: they return -1;
+ *	- list_iterate(_extended) looks lists up in node 0's registry only, and
+ *	  the teardown (cache_ext_ds_registry_del_all()) frees node 0's only;
+ *	- reclaim of another node's lruvec accepts only folios of that node's
+ *	  valid-folio set, so node-0 folios offered there are skipped and the
+ *	  kernel's LRU reclaims that node.
+ *
+ * So folios of other nodes stay with the kernel's LRU, counted as
+ * folios_list_refused; per-node lists need a kernel whose new_list takes a
+ * node (and whose iteration and teardown follow it).
  *
  * Detach.  The research kernel frees the lists in the link's teardown while
  * the callbacks still run: it list_del()s every node still on a list

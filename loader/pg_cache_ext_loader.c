@@ -421,7 +421,8 @@ do_unload(void)
 		pce_info("nothing to unload: %s does not exist", pins.shown);
 		return;
 	}
-	pce_policy_resume_interrupted(&pins);
+	if (pce_policy_resume_interrupted(&pins, why, sizeof(why)) != 0)
+		pce_fail("cannot finish an earlier cache_ext policy detach: %s", why);
 	if (pce_pin_exists(&pins, PCE_PIN_POLICY_LINK) && pce_detach_policy(&pins, why, sizeof(why)) != 0)
 		pce_fail("cannot detach the cache_ext policy: %s", why);
 	/* the tracker's links first, so its programs stop before their maps go */
@@ -725,7 +726,8 @@ do_install(const struct plan *pl)
 		pce_fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
 	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
-	pce_policy_resume_interrupted(&pins);
+	if (pce_policy_resume_interrupted(&pins, why, sizeof(why)) != 0)
+		pce_fail("cannot finish an earlier cache_ext policy detach: %s", why);
 	check_server_reaches_pins();
 
 	/*

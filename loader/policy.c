@@ -545,14 +545,22 @@ load_policy_object(const struct pce_pins *pins, uid_t cluster_uid, char *why, si
 
 /*
  * A fresh policy_state (pinned by name, so possibly left by an earlier
- * policy whose detach finished or was repaired): ACTIVE, no record.
+ * policy whose detach finished or was finished by
+ * pce_policy_resume_interrupted()): ACTIVE, no record.
  */
 static int
 reset_policy_state(struct policy_bpf *skel, char *why, size_t whylen)
 {
-	struct pce_policy_state fresh = {.phase = PCE_POLICY_ACTIVE};
+	struct pce_policy_state fresh = {.phase = PCE_POLICY_ACTIVE},
+				old;
 	__u32		zero = 0;
 
+	/* pce_policy_resume_interrupted() cleared any record; never overwrite one */
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.policy_state), &zero, &old) == 0 && old.limits_saved)
+	{
+		snprintf(why, whylen, "the policy's state holds an unrestored record of a cgroup's limits");
+		return -EBUSY;
+	}
 	if (bpf_map_update_elem(bpf_map__fd(skel->maps.policy_state), &zero, &fresh, BPF_ANY) != 0)
 	{
 		snprintf(why, whylen, "cannot reset the policy's state map: %s", strerror(errno));
@@ -614,7 +622,10 @@ pce_attach_policy(const struct pce_pins *pins, int cgroup_fd, const char *cgroup
 				 pins->shown, PCE_PIN_POLICY_LINK);
 		return -EEXIST;
 	}
-	pce_policy_resume_interrupted(pins);
+	/* an earlier detach's record is restored first, or nothing starts (it is never overwritten) */
+	err = pce_policy_resume_interrupted(pins, why, whylen);
+	if (err)
+		return err;
 	attach_type = cache_ext_attach_type(&btf, why, whylen);
 	err = attach_type < 0 ? -EOPNOTSUPP : check_cgroup_free(btf, cgroup_fd, cgroup_name, why, whylen);
 	if (err == 0 && (skel = load_policy_object(pins, cluster_uid, why, whylen)) == NULL)
@@ -788,19 +799,30 @@ open_cgroup_by_id(__u64 cgid)
  *	   dirty folios cannot be evicted): only what it listed, not the
  *	   cgroup's whole usage, and not its anonymous memory first;
  *	3. the cgroup's memory.max and memory.high are recorded in policy_state
- *	   and lifted, so that no charge reclaims (removes folios) while the
- *	   kernel frees the lists, in case some folio is still listed;
+ *	   with the id of the struct_ops map, and lifted, so that no charge
+ *	   reclaims (removes folios) while the kernel frees the lists, in case
+ *	   some folio is still listed;
  *	4. UNLINKING: no list call at all; the link and the struct_ops map are
- *	   unpinned and the loader waits until the kernel has freed the map,
- *	   which its teardown does after freeing the lists;
- *	5. the limits are put back and the record cleared.
+ *	   unpinned;
+ *	5. the loader waits until the kernel has freed that map: the link's
+ *	   teardown (bpf_cache_ext_ops_map_link_dealloc()) frees the lists in
+ *	   unreg() and only then drops its reference to the map, so a map id
+ *	   that no longer resolves means the lists are gone;
+ *	6. only then are the limits put back and the record cleared.
  *
- * A loader killed between 3 and 5 leaves the record: the next run restores
- * the limits (pce_policy_resume_interrupted()).  What is still exposed: a
- * folio still listed (a re-dirtied one) that is truncated during the
- * teardown's milliseconds; that needs the kernel fixed.
+ * The record outlives the loader: a run killed between 3 and 6, an unpin
+ * that failed, or a teardown slower than PCE_TEARDOWN_WAIT_SECONDS (60 s)
+ * leaves the limits lifted and the record kept, and the run says so and
+ * fails.  The next run finishes (pce_policy_resume_interrupted()): with the
+ * link still pinned the teardown never began (the policy serves again and
+ * the limits come back); without it, the map pin is removed if still there
+ * and the limits come back once the map is freed, never before.  While a
+ * record is kept no attach or detach starts, so it is never overwritten.
+ * What is still exposed: a folio still listed (a re-dirtied one) that is
+ * truncated during the teardown's milliseconds; that needs the kernel fixed.
  */
 #define PCE_DRAIN_ROUNDS	4
+#define PCE_TEARDOWN_WAIT_DEFAULT	60	/* seconds; the teardown walks the cgroup's folio index */
 
 /* Steps 1-2; the number of folios still listed. */
 static long long
@@ -833,80 +855,84 @@ drain_lists(int cg_fd, struct pce_policy_state *st)
 	return left;
 }
 
-/* Step 3: the record first, then the limits. */
-static void
-lift_limits(int cg_fd, __u64 cgid, struct pce_policy_state *st)
+/* "memory.max M, memory.high H" of the record, for messages. */
+static const char *
+record_text(const struct pce_policy_state *st, char *buf, size_t len)
 {
-	if (cg_fd < 0)
-		return;
-	/* a record that could not be restored yet holds the real limits: keep it */
-	if (__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST) && st->saved_cgroup_id == cgid)
+	snprintf(buf, len, "memory.max %.*s, memory.high %.*s", PCE_LIMIT_TEXT_MAX, st->saved_max,
+			 PCE_LIMIT_TEXT_MAX, st->saved_high);
+	return buf;
+}
+
+/*
+ * Step 3: the record first, then the limits.  A record still kept (which
+ * pce_policy_resume_interrupted() could not restore) is never overwritten.
+ */
+static int
+lift_limits(int cg_fd, __u64 cgid, __u32 map_id, struct pce_policy_state *st, char *why, size_t whylen)
+{
+	char		text[2 * PCE_LIMIT_TEXT_MAX + 40];
+
+	if (__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST))
 	{
-		cg_write(cg_fd, "memory.high", "max");
-		cg_write(cg_fd, "memory.max", "max");
-		return;
+		snprintf(why, whylen, "an earlier detach's record of cgroup %llu's limits (%s) is not restored yet",
+				 (unsigned long long) st->saved_cgroup_id, record_text(st, text, sizeof(text)));
+		return -EBUSY;
 	}
+	if (cg_fd < 0)
+		return 0;
 	memset(st->saved_max, 0, sizeof(st->saved_max));
 	memset(st->saved_high, 0, sizeof(st->saved_high));
 	if (!cg_read(cg_fd, "memory.max", st->saved_max, sizeof(st->saved_max)) ||
 		!cg_read(cg_fd, "memory.high", st->saved_high, sizeof(st->saved_high)))
-		return;
+		return 0;
 	st->saved_cgroup_id = cgid;
+	st->teardown_map_id = map_id;
 	__atomic_store_n(&st->limits_saved, 1, __ATOMIC_SEQ_CST);
 	cg_write(cg_fd, "memory.high", "max");
 	cg_write(cg_fd, "memory.max", "max");
 	/* the lab's test of a loader killed during a detach (test/lab/inside-files.sh) */
 	if (getenv("PCE_TEST_KILL_DURING_DETACH"))
 		kill(getpid(), SIGKILL);
-}
-
-/* Step 5, and the next run's repair: put the recorded limits back. */
-static bool
-restore_limits(struct pce_policy_state *st, char *what, size_t whatlen)
-{
-	int			cg_fd;
-	char		max[PCE_LIMIT_TEXT_MAX + 1],
-				high[PCE_LIMIT_TEXT_MAX + 1];
-	bool		ok;
-
-	if (!__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST))
-		return false;
-	snprintf(max, sizeof(max), "%.*s", PCE_LIMIT_TEXT_MAX, st->saved_max);
-	snprintf(high, sizeof(high), "%.*s", PCE_LIMIT_TEXT_MAX, st->saved_high);
-	cg_fd = open_cgroup_by_id(st->saved_cgroup_id);
-	ok = cg_fd >= 0 && cg_write(cg_fd, "memory.high", high) && cg_write(cg_fd, "memory.max", max);
-	if (!ok && cg_fd >= 0)
-		fprintf(stderr, "pg_cache_ext_loader: warning: cannot restore memory.max %s, memory.high %s: %s\n",
-				max, high, strerror(errno));
-	snprintf(what, whatlen, "memory.max %s, memory.high %s", max, high);
-	if (cg_fd >= 0)
-		close(cg_fd);
-	/* a cgroup that is gone has no limits to restore */
-	if (ok || cg_fd < 0)
-		__atomic_store_n(&st->limits_saved, 0, __ATOMIC_SEQ_CST);
-	return ok;
+	return 0;
 }
 
 /*
- * A detach interrupted (loader killed) leaves its record in policy_state:
- * put the cgroup's limits back, and if the link is still pinned, let the
- * policy serve again (ACTIVE).  Every run that changes pins calls this
- * first.
+ * Step 6, and the next run's repair: put the recorded limits back.  0 when
+ * restored, or when the cgroup is gone (no limits to restore): the record
+ * is cleared; a negative errno with why when they could not be written:
+ * the record is kept.
  */
-void
-pce_policy_resume_interrupted(const struct pce_pins *pins)
+static int
+restore_limits(struct pce_policy_state *st, char *why, size_t whylen)
 {
-	struct pce_policy_state *st = map_policy_state(pins);
-	char		what[2 * PCE_LIMIT_TEXT_MAX + 40];
+	char		max[PCE_LIMIT_TEXT_MAX + 1],
+				high[PCE_LIMIT_TEXT_MAX + 1],
+				text[2 * PCE_LIMIT_TEXT_MAX + 40];
+	int			cg_fd,
+				err = 0;
 
-	if (!st)
-		return;
-	if (restore_limits(st, what, sizeof(what)))
-		fprintf(stderr, "pg_cache_ext_loader: an interrupted policy detach had lifted the cgroup's limits: "
-				"restored (%s)\n", what);
-	if (pce_pin_exists(pins, PCE_PIN_POLICY_LINK) && st->phase != PCE_POLICY_ACTIVE)
-		set_phase(st, PCE_POLICY_ACTIVE);
-	unmap_policy_state(st);
+	if (!__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST))
+		return 0;
+	snprintf(max, sizeof(max), "%.*s", PCE_LIMIT_TEXT_MAX, st->saved_max);
+	snprintf(high, sizeof(high), "%.*s", PCE_LIMIT_TEXT_MAX, st->saved_high);
+	cg_fd = open_cgroup_by_id(st->saved_cgroup_id);
+	if (cg_fd >= 0 && (!cg_write(cg_fd, "memory.high", high) || !cg_write(cg_fd, "memory.max", max)))
+	{
+		err = -errno;
+		snprintf(why, whylen, "cannot restore the cgroup's %s: %s (kept; the next run tries again)",
+				 record_text(st, text, sizeof(text)), strerror(-err));
+	}
+	if (cg_fd >= 0)
+		close(cg_fd);
+	if (err == 0)
+	{
+		fprintf(stderr, "pg_cache_ext_loader: the cgroup's limits lifted for the policy's teardown are back (%s)\n",
+				record_text(st, text, sizeof(text)));
+		st->teardown_map_id = 0;
+		__atomic_store_n(&st->limits_saved, 0, __ATOMIC_SEQ_CST);
+	}
+	return err;
 }
 
 /* The id of the pinned struct_ops map, or 0. */
@@ -927,6 +953,135 @@ pinned_map_id(const struct pce_pins *pins)
 		close(fd);
 	}
 	return id;
+}
+
+/* How long a run waits for the kernel's teardown: PCE_TEARDOWN_WAIT_SECONDS, default 60. */
+static int
+teardown_wait_seconds(void)
+{
+	const char *env = getenv("PCE_TEARDOWN_WAIT_SECONDS");
+	int			s = env ? atoi(env) : PCE_TEARDOWN_WAIT_DEFAULT;
+
+	return s >= 0 && s <= 3600 ? s : PCE_TEARDOWN_WAIT_DEFAULT;
+}
+
+/*
+ * Step 5: has the kernel freed map map_id (and so the lists, see above)?
+ * Waits up to seconds.  Map ids are allocated cyclically, so an id that
+ * no longer resolves is not soon taken by another map.
+ */
+static bool
+wait_map_freed(__u32 map_id, int seconds)
+{
+	for (long i = 0; map_id; i++)
+	{
+		int			mfd = bpf_map_get_fd_by_id(map_id);
+
+		if (mfd < 0 && errno == ENOENT)
+			break;
+		if (mfd >= 0)
+			close(mfd);
+		if (i >= seconds * 100L)
+			return false;
+		usleep(10000);
+	}
+	wait_for_callbacks();		/* the teardown's last steps after the map's release */
+	return true;
+}
+
+static int
+unpin_policy(const struct pce_pins *pins, const char *name, char *why, size_t whylen)
+{
+	const char *fail = getenv("PCE_TEST_FAIL_UNPIN");	/* the lab's test of a failed unpin */
+
+	if (fail && strcmp(fail, name) == 0)
+	{
+		snprintf(why, whylen, "cannot unpin \"%s/%s\": %s (PCE_TEST_FAIL_UNPIN)", pins->shown, name, strerror(EPERM));
+		return -EPERM;
+	}
+	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
+	{
+		int			err = -errno;
+
+		snprintf(why, whylen, "cannot unpin \"%s/%s\": %s", pins->shown, name, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* Append to why that the limits stay lifted with their record, and how to finish. */
+static void
+say_limits_kept(const struct pce_policy_state *st, char *why, size_t whylen)
+{
+	char		text[2 * PCE_LIMIT_TEXT_MAX + 40];
+	size_t		n = strlen(why);
+
+	if (st && __atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST) && n < whylen)
+		snprintf(why + n, whylen - n, "; the cgroup's memory.max and memory.high stay lifted until the "
+				 "kernel's teardown is known complete (to put back: %s): run the loader again to finish",
+				 record_text(st, text, sizeof(text)));
+}
+
+/*
+ * Steps 4 (the map's pin) to 6, once the link pin is gone: the teardown has
+ * begun.  The detach does this, and so does the next run when the detach
+ * did not get to its end.  map_id: the struct_ops map the teardown frees.
+ */
+static int
+finish_teardown(const struct pce_pins *pins, struct pce_policy_state *st, __u32 map_id,
+				char *why, size_t whylen)
+{
+	int			wait = teardown_wait_seconds();
+	int			err = unpin_policy(pins, PCE_PIN_POLICY_MAP, why, whylen);
+
+	if (err == 0 && !wait_map_freed(map_id, wait))
+	{
+		snprintf(why, whylen, "the kernel has not finished tearing the cache_ext policy down: its "
+				 "struct_ops map (id %u) still exists after %d s", map_id, wait);
+		err = -EBUSY;
+	}
+	if (err == 0 && st)
+		err = restore_limits(st, why, whylen);
+	if (err == 0 && st)
+		err = unpin_policy(pins, PCE_PIN_POLICY_STATE, why, whylen);
+	if (err)
+		say_limits_kept(st, why, whylen);
+	return err;
+}
+
+/*
+ * A detach that did not get to its end (loader killed, an unpin failed,
+ * the teardown slower than the wait) leaves its record in policy_state:
+ * finish it.  Link still pinned: the teardown never began; the policy
+ * serves again (ACTIVE) and the limits come back.  Link gone: finish the
+ * teardown (finish_teardown()).  0, or a negative errno with why (the
+ * record is then kept, and the caller must not attach or detach).  Every
+ * run that changes pins calls this first.
+ */
+int
+pce_policy_resume_interrupted(const struct pce_pins *pins, char *why, size_t whylen)
+{
+	struct pce_policy_state *st = map_policy_state(pins);
+	int			err = 0;
+
+	if (!st)
+		return 0;
+	if (pce_pin_exists(pins, PCE_PIN_POLICY_LINK))
+	{
+		if (st->phase != PCE_POLICY_ACTIVE)
+			set_phase(st, PCE_POLICY_ACTIVE);
+		err = restore_limits(st, why, whylen);
+	}
+	else if (__atomic_load_n(&st->limits_saved, __ATOMIC_SEQ_CST) || st->phase == PCE_POLICY_UNLINKING)
+	{
+		__u32		map_id = st->limits_saved && st->teardown_map_id ? st->teardown_map_id : pinned_map_id(pins);
+
+		fprintf(stderr, "pg_cache_ext_loader: finishing an earlier cache_ext policy detach (struct_ops map id %u)\n",
+				map_id);
+		err = finish_teardown(pins, st, map_id, why, whylen);
+	}
+	unmap_policy_state(st);
+	return err;
 }
 
 /* The pinned link's id and its cgroup's id (link info: type, id, prog_id, cgroup_id). */
@@ -960,81 +1115,45 @@ pce_policy_serves_cgroup(const struct pce_pins *pins, int cgroup_fd)
 	return link_id != 0 && want != 0 && cgid == want;
 }
 
-/* Up to 60 s: the teardown walks the whole folio index of the cgroup. */
-static void
-wait_map_freed(__u32 map_id)
-{
-	for (int i = 0; map_id && i < 6000; i++)
-	{
-		int			mfd = bpf_map_get_fd_by_id(map_id);
-
-		if (mfd < 0 && errno == ENOENT)
-			break;
-		if (mfd >= 0)
-			close(mfd);
-		usleep(10000);
-	}
-}
-
+/* Steps 1-3 for the pinned link of cgroup cgid; the folios still listed in *left. */
 static int
-unpin_policy(const struct pce_pins *pins, const char *name, char *why, size_t whylen)
+prepare_teardown(struct pce_policy_state *st, __u64 cgid, __u32 map_id, long long *left,
+				 char *why, size_t whylen)
 {
-	if (unlinkat(pins->dir_fd, name, 0) != 0 && errno != ENOENT)
-	{
-		int			err = -errno;
-
-		snprintf(why, whylen, "cannot unpin \"%s/%s\": %s", pins->shown, name, strerror(-err));
-		return err;
-	}
-	return 0;
-}
-
-/* Step 4: unpin link and map, wait for the kernel's teardown. */
-static int
-unlink_policy(const struct pce_pins *pins, struct pce_policy_state *st, char *why, size_t whylen)
-{
-	__u32		map_id = pinned_map_id(pins);
+	int			cg_fd = open_cgroup_by_id(cgid);	/* the link's own cgroup, never a path */
 	int			err;
 
-	if (st)
-		set_phase(st, PCE_POLICY_UNLINKING);
-	err = unpin_policy(pins, PCE_PIN_POLICY_LINK, why, whylen);
-	if (err == 0)
-		err = unpin_policy(pins, PCE_PIN_POLICY_MAP, why, whylen);
-	if (err == 0)
-		wait_map_freed(map_id);
+	*left = drain_lists(cg_fd, st);
+	err = lift_limits(cg_fd, cgid, map_id, st, why, whylen);
+	if (cg_fd >= 0)
+		close(cg_fd);
 	return err;
 }
 
 int
 pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen)
 {
-	__u32		link_id;
+	__u32		link_id,
+				map_id;
 	__u64		cgid;
-	struct pce_policy_state *st;
+	struct pce_policy_state *st = NULL;
 	long long	left = 0;
-	int			cg_fd = -1,
-				err;
-	char		what[2 * PCE_LIMIT_TEXT_MAX + 40];
+	int			err = pce_policy_resume_interrupted(pins, why, whylen);
 
-	pce_policy_resume_interrupted(pins);
+	if (err)
+		return err;				/* a kept record: no new teardown before it is restored */
 	pinned_link_ids(pins, &link_id, &cgid);
+	map_id = pinned_map_id(pins);
 	st = link_id ? map_policy_state(pins) : NULL;
 	if (st)
-	{
-		cg_fd = open_cgroup_by_id(cgid);	/* the link's own cgroup, never a path */
-		left = drain_lists(cg_fd, st);
-		lift_limits(cg_fd, cgid, st);
-	}
-	err = unlink_policy(pins, st, why, whylen);
-	if (st && err == 0)
-	{
-		restore_limits(st, what, sizeof(what));
-		unpin_policy(pins, PCE_PIN_POLICY_STATE, why, whylen);
-	}
+		err = prepare_teardown(st, cgid, map_id, &left, why, whylen);
+	if (err == 0 && st)
+		set_phase(st, PCE_POLICY_UNLINKING);
+	if (err == 0 && (err = unpin_policy(pins, PCE_PIN_POLICY_LINK, why, whylen)) != 0)
+		say_limits_kept(st, why, whylen);
+	if (err == 0)
+		err = finish_teardown(pins, st, map_id, why, whylen);
 	unmap_policy_state(st);
-	if (cg_fd >= 0)
-		close(cg_fd);
 	if (err)
 		return err;
 	if (link_id)

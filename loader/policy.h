@@ -42,11 +42,18 @@ extern bool pce_policy_serves_cgroup(const struct pce_pins *pins, int cgroup_fd)
 /*
  * Detach the pinned policy from its cgroup: drain its lists, lift the
  * cgroup's limits for the kernel's teardown (recorded in the policy_state
- * pin), unpin link and map, restore the limits.
+ * pin), unpin link and map, restore the limits once the kernel has freed
+ * the map (never before: the limits then stay lifted, recorded, and the
+ * call fails with why).
  */
 extern int	pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen);
 
-/* Repair what a detach killed midway left: the cgroup's limits, the policy's phase. */
-extern void pce_policy_resume_interrupted(const struct pce_pins *pins);
+/*
+ * Finish what a detach that did not get to its end left: the kernel's
+ * teardown, then the cgroup's limits; or the policy's phase.  0, or a
+ * negative errno with why: the limits stay lifted with their record, and
+ * nothing may attach or detach until a later run succeeds.
+ */
+extern int	pce_policy_resume_interrupted(const struct pce_pins *pins, char *why, size_t whylen);
 
 #endif

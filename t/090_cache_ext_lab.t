@@ -6,7 +6,10 @@
 #	(repeatedly, and with the loader killed midway: the cgroup's limits come
 #	back); a dirty-heavy scan (the scan list's head dirty) still evicts scan
 #	folios, not the hot set, without OOM; folios beyond the policy's capacity
-#	are counted; the attach is refused under MGLRU.  Then the same with a
+#	are counted; the attach is refused under MGLRU; a teardown slower than
+#	the loader's wait or a failed unpin keeps the limits lifted with their
+#	record until a later run finishes it; a cgroup full of active cache
+#	under a tight memory.max is not OOM-killed where the kernel's LRU is not.  Then the same with a
 #	PostgreSQL 15 cluster whose scanning backend is marked (PCE_LAB_PG=0
 #	skips that part).  A run that fails or meets a kernel oops prints the
 #	VM console's tail.  Skips where the lab or qemu is absent.
@@ -89,7 +92,7 @@ cmp_ok($r{after_reread_folios_promoted} // 0, '>', 0, 'scan folios read by an un
 isnt($r{second_attach_rc} // 0, 0, 'a second policy on the same cgroup is refused');
 SKIP:
 {
-	skip 'detach not exercised (PCE_LAB_DETACH=0)', 14 unless defined $r{detach_rc};
+	skip 'detach not exercised (PCE_LAB_DETACH=0)', 31 unless defined $r{detach_rc};
 	is($r{detach_rc}, 0, 'policy detached while a reader is busy in the cgroup');
 	is($r{detach_link_pin_left}, 0, 'policy_link pin removed');
 	is($r{detach_concurrent_reader_rc}, 0, 'concurrent reader survived the detach');
@@ -102,6 +105,23 @@ SKIP:
 	is($r{final_detach_rc} // '', 0, 'and the interrupted detach could be done again');
 	is($r{detach_cycles} // 0, 4, '4 cycles of attach, two busy readers, detach');
 	is($r{cycles_memory_max} // '', $r{max_bytes} // '', 'memory.max back after them');
+	isnt($r{slow_detach_rc} // 0, 0, 'a teardown slower than the wait: the detach fails ...');
+	is($r{slow_detach_memory_max} // '', 'max', '... and leaves memory.max lifted (the map is not freed yet)');
+	isnt($r{slow_resume_early_rc} // 0, 0, 'a run while the map still exists fails too ...');
+	is($r{slow_resume_early_memory_max} // '', 'max', '... and does not put the limits back early');
+	isnt($r{slow_attach_other_rc} // 0, 0, 'an attach (to another cgroup) while the record is kept is refused');
+	is($r{slow_attach_other_link} // 1, 0, '... and leaves no link');
+	is($r{slow_resume_rc} // '', 0, 'once the map is freed the next run finishes the detach');
+	is($r{slow_resumed_memory_max} // '', $r{max_bytes} // '', '... and puts the recorded memory.max back (record not overwritten)');
+	is($r{slow_other_memory_max} // '', '52428800', 'the other cgroup\'s memory.max untouched');
+	isnt($r{unpin_fail_rc} // 0, 0, 'the struct_ops map\'s unpin failing: the detach fails ...');
+	is($r{unpin_fail_memory_max} // '', 'max', '... with memory.max lifted (the teardown cannot end)');
+	is($r{unpin_fail_map_pin} // '', 1, '... and the map pin left');
+	is($r{unpin_resume_rc} // '', 0, 'the next run finishes that detach');
+	is($r{unpin_resume_map_pin} // '', 0, '... removing the map pin');
+	is($r{unpin_resume_state_pin} // '', 0, '... and the policy_state pin (no phase left at UNLINKING)');
+	is($r{unpin_resumed_memory_max} // '', $r{max_bytes} // '', '... and putting memory.max back');
+	is($r{unpin_after_cycle_rc} // '', 0, 'then the policy attaches and detaches again');
 	is($r{kernel_oops}, 0, 'no oops/BUG/WARNING in the kernel log');
 	ok(1, 'detach sequence completed');
 }
@@ -115,6 +135,17 @@ cmp_ok($r{dirty_evicted_scan} // 0, '>', 10 * ($r{dirty_evicted_main} // 0),
 	  . ', main ' . ($r{dirty_evicted_main} // '?') . ')');
 is($r{untracked_read_rc} // '', 0, 'a policy full (1024 folios) still lets the cgroup read');
 cmp_ok($r{untracked_added} // 0, '>', 0, "folios it could not hold counted as folios_untracked ($r{untracked_added})");
+is($r{oom_lru_anon_rc} // '', 0, 'active cache (inactive list empty), tight memory.max, kernel LRU: a 16 MiB allocation succeeds');
+is($r{oom_lru_scan_rc} // '', 0, 'active cache, tight memory.max, kernel LRU: the scan ran to its end');
+is($r{oom_lru_kills} // '', 0, 'active cache, tight memory.max, kernel LRU: no OOM kill (the reference)');
+is($r{oom_policy_attach_rc} // '', 0, 'active cache, tight memory.max: the policy attached to the second cgroup');
+cmp_ok($r{oom_policy_scan_policy_evicted} // 0, '>', 0,
+	"active cache, tight memory.max: the policy did the evicting during the scan ($r{oom_policy_scan_policy_evicted} folios)");
+is($r{oom_policy_anon_rc} // '', 0, 'active cache (inactive list empty), tight memory.max, policy: a 16 MiB allocation succeeds');
+is($r{oom_policy_anon_kills} // '', 0, 'active cache, tight memory.max, policy: no OOM kill for the allocation');
+is($r{oom_policy_scan_rc} // '', 0, 'active cache, tight memory.max, policy: the marked scan ran to its end');
+is($r{oom_policy_kills} // '', $r{oom_lru_kills} // 0,
+	'active cache, tight memory.max, policy: no more OOM kills than the kernel LRU');
 isnt($r{mglru_attach_rc} // 0, 0, 'with MGLRU on, the attach is refused');
 is($r{mglru_reason} // 0, 1, '... saying MGLRU is why');
 is($r{mglru_link} // 1, 0, '... and no policy link is left');

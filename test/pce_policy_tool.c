@@ -6,6 +6,7 @@
  *   pce_policy_tool attach PIN_DIR CGROUP_DIR
  *   pce_policy_tool detach PIN_DIR
  *   pce_policy_tool resume PIN_DIR      (what any loader run does first)
+ *   pce_policy_tool hold PIN_DIR SECONDS (hold the struct_ops map: a slow teardown)
  *   pce_policy_tool knobs PIN_DIR TRACKING PROMOTE SCAN_MIN_PERCENT
  *   pce_policy_tool stats PIN_DIR
  *   pce_policy_tool mark|unmark PIN_DIR PID
@@ -98,9 +99,19 @@ main(int argc, char **argv)
 
 		rc = open_pins(argv[2], &pins, why, sizeof(why));
 		if (rc == 0)
-			pce_policy_resume_interrupted(&pins);
+			rc = pce_policy_resume_interrupted(&pins, why, sizeof(why));
 		printf("resume: %d: %s\n", rc, why);
 		return rc ? 1 : 0;
+	}
+	if (argc == 4 && strcmp(argv[1], "hold") == 0)
+	{
+		/* keep the struct_ops map referenced, as a slow kernel teardown would */
+		int			fd = open_pin(argv[2], PCE_PIN_POLICY_MAP);
+
+		if (fd < 0)
+			return 1;
+		sleep(atoi(argv[3]));
+		return 0;
 	}
 	if (argc == 6 && strcmp(argv[1], "knobs") == 0)
 	{

@@ -25,7 +25,7 @@ in_cgroup() {
 
 resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
 
-start_watchdog "${PCE_LAB_WATCHDOG:-240}" 200
+start_watchdog "${PCE_LAB_WATCHDOG:-480}" 200
 
 say "memory.max ${MAX}M, hot file ${HOT}M, scan file ${SCAN}M"
 echo "RESULT max_bytes=$((MAX * 1048576))"
@@ -123,6 +123,50 @@ if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
 	done
 	echo "RESULT detach_cycles=$cycles"
 	echo "RESULT cycles_memory_max=$(cat "$CGROOT/cache_ext_pg/memory.max")"
+
+	# 6b. a teardown slower than the loader's wait (another process holds the
+	#     struct_ops map, as a kernel still freeing a large folio index
+	#     would): the run fails, the limits stay lifted with their record;
+	#     a run meanwhile neither restores them nor attaches (to another
+	#     cgroup: the record is not overwritten); once the map is freed, the
+	#     next run puts the limits back
+	PG=$CGROOT/cache_ext_pg
+	mkdir -p "$CGROOT/cache_ext_other"
+	echo 50M > "$CGROOT/cache_ext_other/memory.max"
+	"$B/pce_policy_tool" attach "$PIN" "$PG" >/dev/null
+	"$B/pce_policy_tool" hold "$PIN" 600 &
+	holder=$!
+	sleep 1
+	{ PCE_TEARDOWN_WAIT_SECONDS=2 "$B/pce_policy_tool" detach "$PIN"; echo $? > /tmp/slow.rc; } 2>&1 | sed "s/^/LAB-TEST: slow teardown: /"
+	echo "RESULT slow_detach_rc=$(cat /tmp/slow.rc)"
+	echo "RESULT slow_detach_memory_max=$(cat "$PG/memory.max")"
+	PCE_TEARDOWN_WAIT_SECONDS=1 "$B/pce_policy_tool" resume "$PIN" >/dev/null 2>&1
+	echo "RESULT slow_resume_early_rc=$?"
+	echo "RESULT slow_resume_early_memory_max=$(cat "$PG/memory.max")"
+	{ PCE_TEARDOWN_WAIT_SECONDS=1 "$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_other"; echo $? > /tmp/slow.rc; } 2>&1 | sed "s/^/LAB-TEST: attach during a slow teardown: /"
+	echo "RESULT slow_attach_other_rc=$(cat /tmp/slow.rc)"
+	[ -e "$PIN/policy_link" ] && echo "RESULT slow_attach_other_link=1" || echo "RESULT slow_attach_other_link=0"
+	kill "$holder"; wait "$holder" 2>/dev/null
+	{ "$B/pce_policy_tool" resume "$PIN"; echo $? > /tmp/slow.rc; } 2>&1 | sed "s/^/LAB-TEST: slow teardown, map freed: /"
+	echo "RESULT slow_resume_rc=$(cat /tmp/slow.rc)"
+	echo "RESULT slow_resumed_memory_max=$(cat "$PG/memory.max")"
+	echo "RESULT slow_other_memory_max=$(cat "$CGROOT/cache_ext_other/memory.max")"
+
+	# 6c. the struct_ops map's unpin fails after the link's: the teardown
+	#     cannot end (the pin holds the map), so the limits stay lifted; the
+	#     next run removes the pin, waits for the map, restores the limits
+	"$B/pce_policy_tool" attach "$PIN" "$PG" >/dev/null
+	{ PCE_TEST_FAIL_UNPIN=policy_ops "$B/pce_policy_tool" detach "$PIN"; echo $? > /tmp/unpin.rc; } 2>&1 | sed "s/^/LAB-TEST: failed unpin: /"
+	echo "RESULT unpin_fail_rc=$(cat /tmp/unpin.rc)"
+	echo "RESULT unpin_fail_memory_max=$(cat "$PG/memory.max")"
+	[ -e "$PIN/policy_ops" ] && echo "RESULT unpin_fail_map_pin=1" || echo "RESULT unpin_fail_map_pin=0"
+	{ "$B/pce_policy_tool" resume "$PIN"; echo $? > /tmp/unpin.rc; } 2>&1 | sed "s/^/LAB-TEST: after a failed unpin: /"
+	echo "RESULT unpin_resume_rc=$(cat /tmp/unpin.rc)"
+	[ -e "$PIN/policy_ops" ] && echo "RESULT unpin_resume_map_pin=1" || echo "RESULT unpin_resume_map_pin=0"
+	[ -e "$PIN/policy_state" ] && echo "RESULT unpin_resume_state_pin=1" || echo "RESULT unpin_resume_state_pin=0"
+	echo "RESULT unpin_resumed_memory_max=$(cat "$PG/memory.max")"
+	"$B/pce_policy_tool" attach "$PIN" "$PG" >/dev/null && "$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
+	echo "RESULT unpin_after_cycle_rc=$?"
 fi
 
 stat_of() { "$B/pce_policy_tool" stats "$PIN" | awk -v n="$1" '$1 == n { print $2 }'; }
@@ -176,6 +220,50 @@ echo "RESULT mglru_attach_rc=$?"
 say "with MGLRU: $out"
 echo "$out" | grep -q "MGLRU is enabled" && echo "RESULT mglru_reason=1" || echo "RESULT mglru_reason=0"
 [ -e "$PIN/policy_link" ] && echo "RESULT mglru_link=1" || echo "RESULT mglru_link=0"
+
+# 10. OOM: a cgroup full of active clean cache (a file read twice: the
+#     kernel's inactive file list is empty) under a memory.max just above
+#     its usage, then an anonymous allocation (dd's 16 MiB buffer; the VM has
+#     no swap), then, the cache made active again, a marked scan: with the
+#     kernel's LRU (cgroup lru_oom, no policy) and with the policy (cgroup
+#     cache_ext_oom), in the same run.  memory.events oom_kill must stay 0
+#     wherever the kernel's LRU has it 0.
+dd if=/dev/urandom of=/mnt/active bs=1M count=40 status=none
+sync
+kills_of() { awk '$1 == "oom_kill" { print $2 }' "$1/memory.events"; }
+evicted_total() { echo $(( $(stat_of folios_evicted_scan) + $(stat_of folios_evicted_main) )); }
+make_active() {
+	echo 512M > "$1/memory.max"
+	in_cgroup "$1" "$B/pce_mark_self" -n 2 read /mnt/active
+	cur=$(cat "$1/memory.current")
+	echo $((cur + 2097152)) > "$1/memory.max"
+	say "$2: $(grep -E '^(active_file|inactive_file) ' "$1/memory.stat" | tr '\n' ' ')memory.max $((cur + 2097152))"
+}
+oom_case() {
+	name=$1 cg=$2 mark=$3
+	sync; echo 3 > /proc/sys/vm/drop_caches
+	make_active "$cg" "$name, before the allocation"
+	ev0=$(evicted_total)
+	in_cgroup "$cg" dd if=/dev/zero of=/dev/null bs=16M count=4 status=none
+	echo "RESULT oom_${name}_anon_rc=$?"
+	echo "RESULT oom_${name}_anon_kills=$(kills_of "$cg")"
+	echo "RESULT oom_${name}_anon_policy_evicted=$(( $(evicted_total) - ev0 ))"
+	say "$name, after the allocation: $(grep -E '^(anon|active_file|inactive_file) ' "$cg/memory.stat" | tr '\n' ' ')"
+	make_active "$cg" "$name, before the scan"
+	ev0=$(evicted_total)
+	in_cgroup "$cg" "$B/pce_mark_self" $mark read /mnt/scan
+	echo "RESULT oom_${name}_scan_rc=$?"
+	echo "RESULT oom_${name}_scan_policy_evicted=$(( $(evicted_total) - ev0 ))"
+	echo "RESULT oom_${name}_kills=$(kills_of "$cg")"
+	say "$name: $(tr '\n' ' ' < "$cg/memory.events")"
+}
+mkdir -p "$CGROOT/lru_oom" "$CGROOT/cache_ext_oom"
+oom_case lru "$CGROOT/lru_oom" ""
+"$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_oom" >/dev/null && "$B/pce_policy_tool" knobs "$PIN" 1 1 0
+echo "RESULT oom_policy_attach_rc=$?"
+oom_case policy "$CGROOT/cache_ext_oom" "-p $PIN"
+"$B/pce_policy_tool" stats "$PIN" | grep -E 'evicted|unfilled' | sed 's/^/LAB-TEST: oom stats: /'
+"$B/pce_policy_tool" detach "$PIN" >/dev/null 2>&1
 
 if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
 	if dmesg | grep -q -E "Oops|BUG:|general protection|WARNING:"; then

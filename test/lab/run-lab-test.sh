@@ -73,5 +73,5 @@ CONF
 	runuser -u postgres -- "$pgbin/pg_ctl" -D "$work/pgdata" -m fast -w stop >/dev/null
 fi
 
-"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t "${PCE_LAB_TIMEOUT:-270}" -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-1}" \
+"$lab/run-in-vm" -m 2048 -d 4 -C "$work" -t "${PCE_LAB_TIMEOUT:-540}" -- env PCE_LAB_DETACH="${PCE_LAB_DETACH:-1}" \
 	sh "$work/inside.sh" "$work"
