@@ -16,12 +16,12 @@ my $budget_mb = 8;
 my $mb = 1024 * 1024;
 my $name = "t018-$$";
 
-my ($ok, $ts, $err) = root('btrfs-mount', $name);
+my ($ok, $ts, $err) = root('ts-mount', 'btrfs', $name);
 plan skip_all => 'mkfs.btrfs is not installed here (btrfs-progs; scripts/setup.sh installs it)'
   if !$ok && $err =~ /mkfs\.btrfs missing/;
 ok($ok, 'a btrfs loop image with a subvolume is mounted') or BAIL_OUT("btrfs-mount: $err");
 chomp $ts;
-END { root('btrfs-umount', $name) if $name; }
+END { root('ts-umount', $name) if $name; }
 
 my ($node, $s) = stock_node('btrfs',
 	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
