@@ -42,7 +42,7 @@ ALL_LANES="15 17 18 vm12 vm13 pkg"
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
 LANE_MOUNTS="proc sys dev dev/pts dev/shm sys/fs/cgroup sys/fs/bpf"
-# file system tools some tests make loop images with (t/019 XFS, t/018
+# file system tools some tests make loop images with (t/019 XFS, t/023
 # btrfs, t/022 ext4): installed into a complete chroot when missing,
 # without a rebuild
 LANE_TOOLS="xfsprogs btrfs-progs e2fsprogs"

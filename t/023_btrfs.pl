@@ -1,4 +1,4 @@
-# 018_btrfs.pl
+# 023_btrfs.pl
 #	The stock-kernel evictor on btrfs: a table in a tablespace on a btrfs
 #	subvolume, read cold by a marked scan, must end within the budget.
 #	On btrfs, stat() reports a file's device as its subvolume's anonymous
@@ -14,7 +14,7 @@ use PceTest;
 
 my $budget_mb = 8;
 my $mb = 1024 * 1024;
-my $name = "t018-$$";
+my $name = "t023-$$";
 
 my ($ok, $ts, $err) = root('ts-mount', 'btrfs', $name);
 plan skip_all => 'mkfs.btrfs is not installed here (btrfs-progs; scripts/setup.sh installs it)'
