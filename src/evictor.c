@@ -121,6 +121,8 @@ static long page_size = 4096;
 static const PceSettings *draining_settings = NULL;
 static uint64 pages_since_enforce = 0;
 
+static void drop_over_budget(const PceSettings *settings);
+
 static void
 publish_gauges(void)
 {
@@ -461,7 +463,7 @@ handle_event(void *ctx, void *data, size_t size)
 	}
 	pce_count(PCE_USTAT_RECORDS_READ, 1);
 	if (draining_settings && pages_since_enforce * page_size >= EVICT_BATCH_BYTES)
-		pce_evictor_enforce(draining_settings);
+		drop_over_budget(draining_settings);
 	return 0;
 }
 
@@ -531,14 +533,13 @@ pce_evictor_poll(const PceSettings *settings)
 }
 
 /* Drop the oldest extents until within the settings' budget and age. */
-void
-pce_evictor_enforce(const PceSettings *settings)
+static void
+drop_over_budget(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	TimestampTz now = GetCurrentTimestamp();
 
 	pages_since_enforce = 0;
-	check_waiting();
 	while (!dlist_is_empty(&extents))
 	{
 		Extent	   *oldest = dlist_head_element(Extent, node, &extents);
@@ -557,6 +558,17 @@ pce_evictor_enforce(const PceSettings *settings)
 		if (drop_extent(oldest) == DROP_RETRY)
 			break;
 	}
+}
+
+/*
+ * Once per worker round: the waiting extents whose writeback is over, then
+ * the budget, then the gauges.
+ */
+void
+pce_evictor_enforce(const PceSettings *settings)
+{
+	check_waiting();
+	drop_over_budget(settings);
 	publish_gauges();
 }
 
