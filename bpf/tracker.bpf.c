@@ -9,7 +9,8 @@
  * whose read caused the insertion (including its readahead).  When that
  * task reads for a marked process (the process itself, a thread of it, or
  * an I/O worker performing its I/O: current_reader() in maps.bpf.h), we
- * push (dev, inode, index, size) into a ring buffer.  The background worker in PostgreSQL drains the ring,
+ * push (device as stat() reports it, inode, generation, index, size) into
+ * a ring buffer.  The background worker in PostgreSQL drains the ring,
  * coalesces records into per-file extents and drops the oldest extents with
  * posix_fadvise(DONTNEED) once the scans' pages exceed a budget.
  *
@@ -147,6 +148,46 @@ folio_pages(struct folio *folio)
 	return 1U << large_folio_order(folio);
 }
 
+/*
+ * The device a file's records name must be the one stat() reports, the only
+ * one user space can match.  On most file systems that is the superblock's
+ * s_dev; btrfs reports each subvolume's anonymous device instead
+ * (btrfs_getattr: BTRFS_I(inode)->root->anon_dev), and inode numbers are
+ * per subvolume, so s_dev would name no file there (and would not tell two
+ * subvolumes' files apart).  struct btrfs_inode is found by CO-RE in the
+ * kernel's BTF or, where btrfs is a module, in the module's when it is
+ * loaded before the tracker; without it btrfs files keep s_dev and are not
+ * dropped (the evictor counts them in files_not_found).
+ */
+#define BTRFS_SUPER_MAGIC	0x9123683E
+
+struct btrfs_root___pce
+{
+	dev_t		anon_dev;
+} __attribute__((preserve_access_index));
+
+struct btrfs_inode___pce
+{
+	struct btrfs_root___pce *root;
+	struct inode vfs_inode;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32
+stat_dev(struct inode *host)
+{
+	if (bpf_core_type_exists(struct btrfs_inode___pce) &&
+		BPF_CORE_READ(host, i_sb, s_magic) == BTRFS_SUPER_MAGIC)
+	{
+		struct btrfs_inode___pce *bi = (void *) ((char *) host -
+			bpf_core_field_offset(struct btrfs_inode___pce, vfs_inode));
+		__u32		anon_dev = BPF_CORE_READ(bi, root, anon_dev);
+
+		if (anon_dev != 0)
+			return anon_dev;
+	}
+	return BPF_CORE_READ(host, i_sb, s_dev);
+}
+
 static __always_inline void
 send_event(struct address_space *mapping, __u64 index, __u32 nr_pages,
 		   enum pce_folio_event_kind kind)
@@ -162,7 +203,7 @@ send_event(struct address_space *mapping, __u64 index, __u32 nr_pages,
 	}
 	host = BPF_CORE_READ(mapping, host);
 	ev->ino = BPF_CORE_READ(host, i_ino);
-	ev->dev = BPF_CORE_READ(host, i_sb, s_dev);
+	ev->dev = stat_dev(host);
 	ev->generation = BPF_CORE_READ(host, i_generation);
 	ev->index = index;
 	ev->nr_pages = nr_pages;

@@ -42,6 +42,10 @@ ALL_LANES="15 17 18 vm12 vm13 pkg"
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
 LANE_MOUNTS="proc sys dev dev/pts dev/shm sys/fs/cgroup sys/fs/bpf"
+# file system tools some tests make loop images with (t/019 XFS, t/023
+# btrfs, t/022 ext4): installed into a complete chroot when missing,
+# without a rebuild
+LANE_TOOLS="xfsprogs btrfs-progs e2fsprogs"
 
 suite_of() {
 	case "$1" in
@@ -121,11 +125,29 @@ install_packages() {
 	in_root "$root" apt-get install -y -qq --no-install-recommends "libclang-rt-$clang_v-dev" >/dev/null
 }
 
+# the LANE_TOOLS a chroot lacks, installed (a few MB; no rebuild for them)
+ensure_lane_tools() {
+	local root=$1 p missing=""
+	for p in $LANE_TOOLS; do
+		in_root "$root" dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+	done
+	[ -n "$missing" ] || return 0
+	mount_root "$root"
+	in_root "$root" apt-get update -qq &&
+		in_root "$root" apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+		echo "lanes.sh: could not install$missing in $root" >&2
+	umount_root "$root"
+}
+
 # build the chroot of lane V unless a complete one is there
 ensure_chroot() {
 	local v=$1 suite=$2 root=$3 key t0
 	key=$(stamp_key "$v" "$suite")
-	chroot_complete "$root" "$key" && { echo "lane $v: reusing $root"; return 0; }
+	if chroot_complete "$root" "$key"; then
+		echo "lane $v: reusing $root"
+		ensure_lane_tools "$root"
+		return 0
+	fi
 	t0=$SECONDS
 	echo "lane $v: building $root (debootstrap $suite)"
 	debootstrap_root "$root" "$suite"
@@ -133,6 +155,7 @@ ensure_chroot() {
 	mount_root "$root"
 	install_packages "$root" "$v"
 	umount_root "$root"
+	ensure_lane_tools "$root"
 	echo "$key" >"$root/.pce-stamp" # written last: the chroot is complete
 	echo "lane $v: chroot built in $(fmt_time $((SECONDS - t0)))"
 }

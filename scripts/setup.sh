@@ -85,7 +85,8 @@ main() {
 	[ -n "$v" ] || { echo "setup.sh: no PostgreSQL installed or packaged" >&2; exit 1; }
 	echo "setup.sh: PostgreSQL $v"
 	install_missing "postgresql-$v" "postgresql-server-dev-$v" libbpf-dev bpftool clang llvm \
-		libelf-dev zlib1g-dev make gcc pkg-config xz-utils libipc-run-perl sudo procps xfsprogs
+		libelf-dev zlib1g-dev make gcc pkg-config xz-utils libipc-run-perl sudo procps xfsprogs \
+		btrfs-progs
 	install_missing "$(clang_rt_package)"
 	if [ -z "${PCE_NO_BENCH:-}" ]; then
 		is_installed "postgresql-$v-pgfincore" || apt_update_once

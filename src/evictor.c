@@ -64,6 +64,15 @@
 #define EXTENT_MAX_BYTES	(1024 * 1024)
 /* ... nor beyond this many pages (the size of its bitmap of kept pages) */
 #define EXTENT_MAX_PAGES	256
+/*
+ * One batch: the scan pages the worker reads from the ring between two
+ * enforcements of the budget.  The ring is drained in batches, so that a
+ * backlog (the worker woke late, or a scan outran it) is dropped as it is
+ * read, not after all of it: the scans' pages stay within the budget plus
+ * one batch, plus what the ring still holds.  A large folio (up to 2 MiB)
+ * fits in one.
+ */
+#define EVICT_BATCH_BYTES	(2 * 1024 * 1024)
 /* times an extent whose clean pages are still cached after a drop is retried */
 #define DROP_RETRIES		5
 /* waiting extents looked at per round, and the longest wait for a writeback */
@@ -108,6 +117,11 @@ static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
 static uint64 waiting_pages = 0;	/* the same, of the extents in waiting */
 static uint64 tracked_extents = 0;
 static long page_size = 4096;
+/* while the ring is drained: the settings, and pages read since the last enforcement */
+static const PceSettings *draining_settings = NULL;
+static uint64 pages_since_enforce = 0;
+
+static void drop_over_budget(const PceSettings *settings);
 
 static void
 publish_gauges(void)
@@ -443,8 +457,13 @@ handle_event(void *ctx, void *data, size_t size)
 	if (ev->kind == PCE_FOLIO_PROMOTED)
 		promote_folio(ev);
 	else
+	{
 		record_folio(ev);
+		pages_since_enforce += ev->nr_pages;
+	}
 	pce_count(PCE_USTAT_RECORDS_READ, 1);
+	if (draining_settings && pages_since_enforce * page_size >= EVICT_BATCH_BYTES)
+		drop_over_budget(draining_settings);
 	return 0;
 }
 
@@ -502,21 +521,25 @@ pce_evictor_fd(void)
 	return ring ? ring_buffer__epoll_fd(ring) : -1;
 }
 
+/* Drain the ring, keeping the budget after every batch of records. */
 void
-pce_evictor_poll(void)
+pce_evictor_poll(const PceSettings *settings)
 {
-	if (ring)
-		ring_buffer__consume(ring);
+	if (!ring)
+		return;
+	draining_settings = settings;
+	ring_buffer__consume(ring);
+	draining_settings = NULL;
 }
 
 /* Drop the oldest extents until within the settings' budget and age. */
-void
-pce_evictor_enforce(const PceSettings *settings)
+static void
+drop_over_budget(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	TimestampTz now = GetCurrentTimestamp();
 
-	check_waiting();
+	pages_since_enforce = 0;
 	while (!dlist_is_empty(&extents))
 	{
 		Extent	   *oldest = dlist_head_element(Extent, node, &extents);
@@ -535,6 +558,17 @@ pce_evictor_enforce(const PceSettings *settings)
 		if (drop_extent(oldest) == DROP_RETRY)
 			break;
 	}
+}
+
+/*
+ * Once per worker round: the waiting extents whose writeback is over, then
+ * the budget, then the gauges.
+ */
+void
+pce_evictor_enforce(const PceSettings *settings)
+{
+	check_waiting();
+	drop_over_budget(settings);
 	publish_gauges();
 }
 

@@ -8,7 +8,8 @@
  *	- reopen the pinned maps if the loader was rerun; write the knobs from
  *	  the GUCs when the maps appear and after every reload;
  *	- with the stock-kernel mechanism, drain the tracker's ring buffer and
- *	  keep scan pages within budget (evictor.c);
+ *	  keep scan pages within budget, after every batch of records read
+ *	  (evictor.c);
  *	- every 250 ms, remove marks of processes that are gone (SIGKILL,
  *	  crash) and mark autovacuum workers and base-backup WAL senders, which
  *	  run no hook of ours, while they do that work; register the I/O
@@ -165,7 +166,7 @@ run_mechanism(enum pce_mechanism mech, const char *why, const PceSettings *setti
 	{
 		if (pce_evictor_start())
 		{
-			pce_evictor_poll();
+			pce_evictor_poll(settings);
 			pce_evictor_enforce(settings);
 			set_worker_status("stock-kernel evictor running (budget %d MB)", settings->scan_budget_mb);
 		}

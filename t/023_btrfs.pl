@@ -1,0 +1,78 @@
+# 023_btrfs.pl
+#	The stock-kernel evictor on btrfs: a table in a tablespace on a btrfs
+#	subvolume, read cold by a marked scan, must end within the budget.
+#	On btrfs, stat() reports a file's device as its subvolume's anonymous
+#	device, not the superblock's s_dev: the tracker must record the device
+#	stat reports, or the evictor finds none of the scan's files and drops
+#	nothing (then every record is counted in files_not_found).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PceTest;
+
+my $budget_mb = 8;
+my $mb = 1024 * 1024;
+my $name = "t023-$$";
+
+my ($ok, $ts, $err) = root('ts-mount', 'btrfs', $name);
+plan skip_all => 'mkfs.btrfs is not installed here (btrfs-progs; scripts/setup.sh installs it)'
+  if !$ok && $err =~ /mkfs\.btrfs missing/;
+ok($ok, 'a btrfs loop image with a subvolume is mounted') or BAIL_OUT("btrfs-mount: $err");
+chomp $ts;
+END { root('ts-umount', $name) if $name; }
+
+my ($node, $s) = stock_node('btrfs',
+	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'autovacuum' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+
+$node->safe_psql('postgres', qq{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLESPACE on_btrfs LOCATION '$ts';
+	CREATE TABLE on_btrfs (g int, pad text) TABLESPACE on_btrfs;
+	INSERT INTO on_btrfs SELECT g, repeat('b', 200) FROM generate_series(1, 300000) g;
+	VACUUM FREEZE on_btrfs; CHECKPOINT;
+});
+my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('on_btrfs')");
+cmp_ok($size, '>', 64 * $mb, sprintf('the table on btrfs is over 64 MB (%.0f MB)', $size / $mb));
+my $fstype = `stat -f -c %T '$ts'`;
+chomp $fstype;
+is($fstype, 'btrfs', 'the tablespace is on btrfs');
+
+# control: an unmarked cold read stays cached (the measurement sees pages)
+root('drop-caches');
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; SELECT count(*) FROM on_btrfs');
+cmp_ok(relation_cached_mb($node, 'on_btrfs'), '>', 64 * 0.9,
+	'control: an unmarked cold read of the table leaves it cached');
+
+# the marked cold scan
+root('drop-caches');
+my %before = map { $_ => stat_value($node, $_) }
+  qw(files_not_found extents_dropped bytes_dropped folios_added_scan);
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM on_btrfs');
+cmp_ok(stat_value($node, 'folios_added_scan') - $before{folios_added_scan}, '>', 0,
+	'the tracker recorded the marked scan\'s folios');
+ok(worker_settled($node, $budget_mb, 20), 'the worker read every record and is within budget');
+my $cached = relation_cached_mb($node, 'on_btrfs');
+cmp_ok($cached, '<=', $budget_mb + 1,
+	"after a marked scan on btrfs, the table holds <= budget + one extent ($cached MB)")
+  or diag(join ' ', map { "$_=" . stat_value($node, $_) }
+	  qw(files_not_found extents_dropped bytes_dropped bytes_tracked records_read));
+cmp_ok(stat_value($node, 'extents_dropped') - $before{extents_dropped}, '>', 0,
+	'the evictor dropped extents of the btrfs file');
+my $dropped = stat_value($node, 'bytes_dropped') - $before{bytes_dropped};
+# (one run here counted 52 of the 60 MB that left: not explained yet)
+cmp_ok($dropped, '>=', ($size - ($budget_mb + 1) * $mb) / 2,
+	sprintf('bytes_dropped counts most of what left the cache (%.1f MB of %.1f MB)',
+		$dropped / $mb, ($size / $mb) - $cached));
+note('files not found meanwhile: ' . (stat_value($node, 'files_not_found') - $before{files_not_found}));
+
+is(stat_value($node, 'records_lost'), '0', 'no tracker record lost');
+is(stat_value($node, 'drop_errors'), '0', 'no drop errors');
+unlike(slurp_file($node->logfile), qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
+$node->safe_psql('postgres', 'DROP TABLE on_btrfs; DROP TABLESPACE on_btrfs');
+$node->stop;
+done_testing();
