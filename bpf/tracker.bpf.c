@@ -44,6 +44,24 @@
  * reads through I/O workers: maps.bpf.h) and one per-CPU
  * increment; an activation costs one lookup in the scan-folio map.
  *
+ * Sibling scanners (src/sibling.c): where a marked process reads, the read
+ * tracepoint also records its position (scan_positions: file and last
+ * page, by PID), so that the evictor keeps a scan page until every live
+ * marked reader of the same relation has passed it: a synchronized scan
+ * following another, or pg_dump's COPY behind a count(*), reads it from
+ * the cache instead of the disk.
+ *
+ * Pages that enter the cache on a scan's behalf: a scan dirties pages
+ * (hint bits, VACUUM) that it does not write itself; the checkpointer,
+ * the bgwriter or another backend writes them back later, and when the
+ * evictor dropped the page meanwhile, that write inserts it again.  An
+ * insertion by an unmarked task into a file a live marked process is
+ * reading (scanned_mappings) is remembered (behalf_pending), and when the
+ * same folio is then dirtied (tp_btf/writeback_dirty_folio: the write
+ * path marks it dirty right after inserting it; a read never does), it is
+ * recorded as a scan page (folios_added_for_scan) and can be promoted as
+ * any other.  An OLTP read of a scanned table thus stays the OLTP's.
+ *
  * Readers outside the server (a backup's tar, rsync, pgBackRest) are marked
  * by pg_cache_ext_run with reason "external"; a program on process fork
  * hands their mark down to every child and thread they start, so the whole
@@ -103,6 +121,47 @@ struct
 	__type(key, struct scan_chunk);
 	__type(value, __u8);
 }			scan_folios SEC(".maps");
+
+/* Where each marked process last read (pg_cache_ext.h), for the evictor. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_SCAN_PIDS);
+	__type(key, __u32);
+	__type(value, struct pce_scan_position);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			scan_positions SEC(".maps");
+
+/* Which marked process last read a file (struct address_space *). */
+struct scan_reader
+{
+	__u32		pid;			/* key of its mark in scan_pids */
+	__u32		reserved;
+	__u64		proc_start_ticks;	/* of that mark */
+};
+
+#define PCE_MAX_SCANNED_FILES	4096
+#define PCE_MAX_BEHALF_PENDING	65536
+
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_SCANNED_FILES);
+	__type(key, __u64);
+	__type(value, struct scan_reader);
+}			scanned_mappings SEC(".maps");
+
+/*
+ * Folios (by address) an unmarked task inserted into a file a live scan
+ * reads: recorded as the scan's if the same task dirties them next.
+ */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_BEHALF_PENDING);
+	__type(key, __u64);
+	__type(value, __u8);
+}			behalf_pending SEC(".maps");
 
 /*
  * A large folio's first tail page as kernels 6.1 to 6.5 lay it out: its
@@ -199,27 +258,108 @@ remember_chunks(struct folio *folio, bool forget)
 	}
 }
 
-SEC("tp_btf/mm_filemap_add_to_page_cache")
-int BPF_PROG(on_page_cache_add, struct folio *folio)
+/* Remember a scan folio for promotion (by chunk or by address). */
+static __always_inline void
+remember_scan_folio(struct folio *folio)
 {
 	struct scan_chunk key = folio_key(folio);
 	__u8		one = 1;
+
+	if (promote_by_read)
+		remember_chunks(folio, false);
+	else
+		bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
+}
+
+/* The current process's live mark, and its key; NULL if not marked itself. */
+static __always_inline struct pce_scan_mark *
+current_own_mark(__u32 *key)
+{
+	__u32		tid;
+	struct pce_scan_mark *mark;
+
+	if (!KNOB(tracking) || !current_ids_as_server_sees_them(&tid, key))
+		return NULL;
+	mark = bpf_map_lookup_elem(&scan_pids, key);
+	if (!mark || !task_matches_mark(mark))
+		return NULL;
+	return mark;
+}
+
+/* The current (marked) process reads mapping: it is a file a scan reads. */
+static __always_inline void
+remember_scanned_mapping(struct address_space *mapping)
+{
+	struct scan_reader reader = {0};
+	struct pce_scan_mark *mark = current_own_mark(&reader.pid);
+	__u64		key = (__u64) mapping;
+
+	if (!mark)
+		return;
+	reader.proc_start_ticks = mark->proc_start_ticks;
+	bpf_map_update_elem(&scanned_mappings, &key, &reader, BPF_ANY);
+}
+
+/* Does a live marked process read mapping? */
+static __always_inline bool
+mapping_scanned_now(struct address_space *mapping)
+{
+	__u64		key = (__u64) mapping;
+	struct scan_reader *reader = bpf_map_lookup_elem(&scanned_mappings, &key);
+	struct pce_scan_mark *mark;
+	__u32		pid;
+
+	if (!reader)
+		return false;
+	pid = reader->pid;
+	mark = bpf_map_lookup_elem(&scan_pids, &pid);
+	return mark && mark->proc_start_ticks == reader->proc_start_ticks;
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(on_page_cache_add, struct folio *folio)
+{
+	struct address_space *mapping = BPF_CORE_READ(folio, mapping);
 	enum pce_reader reader = current_reader();
+	__u64		addr = (__u64) folio;
+	__u8		one = 1;
 
 	count_insertion(reader);
 	if (reader == PCE_READER_NONE)
+	{
+		/* a write-back on a scan's behalf?  Decided when it is dirtied */
+		if (KNOB(tracking) && mapping_scanned_now(mapping))
+			bpf_map_update_elem(&behalf_pending, &addr, &one, BPF_ANY);
 		return 0;
+	}
 	/*
 	 * The record first, then the map entry: a promotion can only be sent
 	 * once the entry exists, so it always reaches the evictor after the
 	 * record it refers to.
 	 */
-	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index),
-			   folio_pages(folio), PCE_FOLIO_ADDED);
-	if (promote_by_read)
-		remember_chunks(folio, false);
-	else
-		bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
+	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio), PCE_FOLIO_ADDED);
+	remember_scan_folio(folio);
+	remember_scanned_mapping(mapping);
+	return 0;
+}
+
+/*
+ * A folio is dirtied: if an unmarked task has just inserted it into a file
+ * a live scan reads, it is a write-back of what the scan dirtied (the
+ * checkpointer, the bgwriter, another backend), and the scan's page.
+ */
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mapping)
+{
+	__u64		addr = (__u64) folio;
+
+	if (!bpf_map_lookup_elem(&behalf_pending, &addr))
+		return 0;
+	if (bpf_map_delete_elem(&behalf_pending, &addr) != 0)
+		return 0;				/* somebody else took it */
+	stat_inc(PCE_STAT_FOLIOS_ADDED_FOR_SCAN);
+	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio), PCE_FOLIO_ADDED);
+	remember_scan_folio(folio);
 	return 0;
 }
 
@@ -228,7 +368,11 @@ int BPF_PROG(on_page_cache_delete, struct folio *folio)
 {
 	struct scan_chunk key = folio_key(folio);
 
+	__u64		addr = (__u64) folio;
+
 	stat_inc(PCE_STAT_FOLIOS_REMOVED);
+	if (bpf_map_lookup_elem(&behalf_pending, &addr))
+		bpf_map_delete_elem(&behalf_pending, &addr);
 	/* the folio's memory (or chunk) may be reused for another file: forget it */
 	if (promote_by_read)
 		remember_chunks(folio, true);
@@ -245,9 +389,38 @@ promotion_enabled(void)
 }
 
 /*
+ * A marked process read up to page last of mapping: its position, for the
+ * evictor's sibling rule (src/sibling.c).  Reads by an I/O worker for a
+ * marked process leave no position (the process's own reads of cached
+ * pages do).
+ */
+static __always_inline void
+record_scan_position(struct address_space *mapping, __u64 last)
+{
+	struct pce_scan_position pos = {0};
+	struct pce_scan_mark *mark;
+	struct inode *host;
+	__u32		pid;
+
+	mark = current_own_mark(&pid);
+	if (!mark)
+		return;
+	host = BPF_CORE_READ(mapping, host);
+	pos.ino = BPF_CORE_READ(host, i_ino);
+	pos.dev = BPF_CORE_READ(host, i_sb, s_dev);
+	pos.generation = BPF_CORE_READ(host, i_generation);
+	pos.index = last;
+	pos.proc_start_ticks = mark->proc_start_ticks;
+	pos.updated_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&scan_positions, &pid, &pos, BPF_ANY);
+	remember_scanned_mapping(mapping);
+}
+
+/*
  * A task reads pages index..last of mapping (filemap_read, in the reading
- * task): the scan chunks among them that an unmarked task reads are
- * promoted, each once (whoever deletes the entry sends).
+ * task): a marked one leaves its position; the scan chunks among them that
+ * an unmarked task reads are promoted, each once (whoever deletes the entry
+ * sends).
  */
 SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, unsigned long last)
@@ -255,7 +428,12 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 	struct scan_chunk key = {.mapping = (__u64) mapping};
 	__u64		first = index >> CHUNK_SHIFT;
 
-	if (!promotion_enabled() || current_task_is_scan())
+	if (current_task_is_scan())
+	{
+		record_scan_position(mapping, last);
+		return 0;
+	}
+	if (!promotion_enabled())
 		return 0;
 	for (int i = 0; i < READ_MAX_CHUNKS && first + i <= (last >> CHUNK_SHIFT); i++)
 	{

@@ -26,6 +26,13 @@
  * next round (a few times at most), without dropping newer extents
  * meanwhile.  bytes_dropped counts what cachestat saw leave.
  *
+ * An extent that another live marked reader of the same relation has yet
+ * to read (a synchronized scan behind this one, pg_dump's COPY behind a
+ * count(*)) is passed over and kept, up to twice the budget: sibling.c.
+ * Pages a helper writes back into a file a live scan reads (the
+ * checkpointer writing what the scan dirtied) reach here as the scan's
+ * records too (tracker.bpf.c, folios_added_for_scan).
+ *
  * A promotion record says that a task that is not scanning has touched a
  * folio a scan brought in: those pages are marked kept in their extent, no
  * longer count against the budget, and are skipped when the extent is
@@ -71,6 +78,8 @@
 #define WAITING_MAX_MS		60000
 /* a waiting extent dirty again but not under writeback: start it again after */
 #define WAITING_KICK_MS		1000
+/* scan pages held for sibling scans never exceed this many times the budget */
+#define HOLD_CAP_FACTOR		2
 
 typedef struct Extent
 {
@@ -509,23 +518,47 @@ pce_evictor_poll(void)
 		ring_buffer__consume(ring);
 }
 
-/* Drop the oldest extents until within the settings' budget and age. */
+/*
+ * Keep ext over the budget, for a sibling scan that has yet to read it
+ * (sibling.c)?  Only while the scans' pages stay within the hard cap.
+ */
+static bool
+held_for_sibling(const Extent *ext, uint64 cap_pages, uint64 *held_pages)
+{
+	if (tracked_pages + waiting_pages > cap_pages ||
+		!pce_sibling_needs(&ext->file, ext->start, ext->npages))
+		return false;
+	*held_pages += ext->npages - ext->nkept;
+	return true;
+}
+
+/*
+ * Drop the oldest extents until within the settings' budget and age,
+ * passing over those a sibling scan has yet to read (up to the hard cap of
+ * HOLD_CAP_FACTOR times the budget): they go first once it has.
+ */
 void
 pce_evictor_enforce(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
+	uint64		cap_pages = budget_pages * HOLD_CAP_FACTOR;
+	uint64		held_pages = 0;
 	TimestampTz now = GetCurrentTimestamp();
+	dlist_mutable_iter iter;
 
 	check_waiting();
-	while (!dlist_is_empty(&extents))
+	pce_sibling_refresh();
+	dlist_foreach_modify(iter, &extents)
 	{
-		Extent	   *oldest = dlist_head_element(Extent, node, &extents);
+		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
 		bool		too_old = settings->scan_max_age_s > 0 &&
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		/* pages waiting for their writeback are still the scans' pages */
 		if (tracked_pages + waiting_pages <= budget_pages && !too_old)
 			break;
+		if (held_for_sibling(oldest, cap_pages, &held_pages))
+			continue;
 
 		/*
 		 * Clean pages still cached after the drop are being read right now:
@@ -535,6 +568,9 @@ pce_evictor_enforce(const PceSettings *settings)
 		if (drop_extent(oldest) == DROP_RETRY)
 			break;
 	}
+	if (pce_shared)
+		pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],
+							held_pages * page_size);
 	publish_gauges();
 }
 
