@@ -519,29 +519,34 @@ pce_evictor_poll(void)
 }
 
 /*
- * Keep ext over the budget, for a sibling scan that has yet to read it
- * (sibling.c)?  Only while the scans' pages stay within the hard cap.
+ * Keep ext, for a sibling scan that has yet to read it (sibling.c)?  The
+ * oldest such extents are kept, up to hold_pages in all: a reader far
+ * behind needs those first, and the rest would not stay long enough.
  */
 static bool
-held_for_sibling(const Extent *ext, uint64 cap_pages, uint64 *held_pages)
+held_for_sibling(const Extent *ext, uint64 hold_pages, uint64 *held_pages)
 {
-	if (tracked_pages + waiting_pages > cap_pages ||
+	uint64		pages = ext->npages - ext->nkept;
+
+	if (*held_pages + pages > hold_pages ||
 		!pce_sibling_needs(&ext->file, ext->start, ext->npages))
 		return false;
-	*held_pages += ext->npages - ext->nkept;
+	*held_pages += pages;
 	return true;
 }
 
 /*
  * Drop the oldest extents until within the settings' budget and age,
- * passing over those a sibling scan has yet to read (up to the hard cap of
- * HOLD_CAP_FACTOR times the budget): they go first once it has.
+ * passing over those a sibling scan has yet to read: they stay, up to
+ * (HOLD_CAP_FACTOR - 1) budgets more (so the scans' pages never exceed
+ * HOLD_CAP_FACTOR budgets), and go first once every reader has passed
+ * them, being the oldest.
  */
 void
 pce_evictor_enforce(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
-	uint64		cap_pages = budget_pages * HOLD_CAP_FACTOR;
+	uint64		hold_pages = budget_pages * (HOLD_CAP_FACTOR - 1);
 	uint64		held_pages = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
@@ -555,9 +560,9 @@ pce_evictor_enforce(const PceSettings *settings)
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		/* pages waiting for their writeback are still the scans' pages */
-		if (tracked_pages + waiting_pages <= budget_pages && !too_old)
+		if (tracked_pages + waiting_pages - held_pages <= budget_pages && !too_old)
 			break;
-		if (held_for_sibling(oldest, cap_pages, &held_pages))
+		if (held_for_sibling(oldest, hold_pages, &held_pages))
 			continue;
 
 		/*

@@ -32,10 +32,10 @@
  * read the pages after pos, and, before it wrapped, those before first.
  *
  * The evictor (evictor.c) asks pce_sibling_needs() before it drops an
- * extent over the budget, and keeps one that a reader still needs, as
- * long as the scans' pages stay within a hard cap (HOLD_CAP_FACTOR times
- * the budget).  Extents no live reader needs any more are the oldest, so
- * they go first.
+ * extent over the budget, and keeps the oldest ones that a reader still
+ * needs, up to one budget more (HOLD_CAP_FACTOR), so that the scans' pages
+ * never exceed twice the budget.  Extents no live reader needs any more
+ * are the oldest, so they go first.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,8 +51,11 @@
 
 /* readers followed at once (more are ignored: their pages are not held) */
 #define MAX_READERS				128
-/* a position not updated for this long is a reader that stopped reading */
-#define POSITION_MAX_AGE_MS		10000
+/*
+ * a position not updated for this long is a reader that stopped reading (a
+ * cursor left open): what it would need is left to the budget again
+ */
+#define POSITION_MAX_AGE_MS		60000
 
 typedef struct SiblingReader
 {
