@@ -132,12 +132,23 @@ struct
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 }			scan_positions SEC(".maps");
 
-/* Which marked process last read a file (struct address_space *). */
+/*
+ * Which marked processes read a file (struct address_space *): a few, so
+ * that one ending (a count(*) done) does not hide another still reading
+ * (a pg_dump behind it).
+ */
+#define PCE_READERS_PER_FILE	4
+
 struct scan_reader
 {
 	__u32		pid;			/* key of its mark in scan_pids */
 	__u32		reserved;
 	__u64		proc_start_ticks;	/* of that mark */
+};
+
+struct scan_readers
+{
+	struct scan_reader r[PCE_READERS_PER_FILE];
 };
 
 #define PCE_MAX_SCANNED_FILES	4096
@@ -148,7 +159,7 @@ struct
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, PCE_MAX_SCANNED_FILES);
 	__type(key, __u64);
-	__type(value, struct scan_reader);
+	__type(value, struct scan_readers);
 }			scanned_mappings SEC(".maps");
 
 /*
@@ -286,18 +297,54 @@ current_own_mark(__u32 *key)
 	return mark;
 }
 
-/* The current (marked) process reads mapping: it is a file a scan reads. */
+/* Is reader a live mark (the same process that was marked)? */
+static __always_inline bool
+reader_is_live(const struct scan_reader *reader)
+{
+	__u32		pid = reader->pid;
+	struct pce_scan_mark *mark;
+
+	if (pid == 0)
+		return false;
+	mark = bpf_map_lookup_elem(&scan_pids, &pid);
+	return mark && mark->proc_start_ticks == reader->proc_start_ticks;
+}
+
+/*
+ * The current (marked) process reads mapping: one of the files a scan
+ * reads.  It takes its own slot, else one whose reader is gone, else the
+ * first.
+ */
 static __always_inline void
 remember_scanned_mapping(struct address_space *mapping)
 {
-	struct scan_reader reader = {0};
-	struct pce_scan_mark *mark = current_own_mark(&reader.pid);
+	struct scan_reader me = {0};
+	struct scan_readers fresh = {0};
+	struct scan_readers *readers;
+	struct pce_scan_mark *mark = current_own_mark(&me.pid);
 	__u64		key = (__u64) mapping;
+	int			slot = 0;
 
 	if (!mark)
 		return;
-	reader.proc_start_ticks = mark->proc_start_ticks;
-	bpf_map_update_elem(&scanned_mappings, &key, &reader, BPF_ANY);
+	me.proc_start_ticks = mark->proc_start_ticks;
+	readers = bpf_map_lookup_elem(&scanned_mappings, &key);
+	if (!readers)
+	{
+		fresh.r[0] = me;
+		bpf_map_update_elem(&scanned_mappings, &key, &fresh, BPF_ANY);
+		return;
+	}
+	for (int i = 0; i < PCE_READERS_PER_FILE; i++)
+	{
+		if (readers->r[i].pid == me.pid && readers->r[i].proc_start_ticks == me.proc_start_ticks)
+			return;				/* known already */
+		if (slot == 0 && i > 0 && !reader_is_live(&readers->r[i]))
+			slot = i;
+	}
+	if (slot == 0 && reader_is_live(&readers->r[0]))
+		slot = PCE_READERS_PER_FILE - 1;	/* all live: the last one's slot */
+	readers->r[slot & (PCE_READERS_PER_FILE - 1)] = me;
 }
 
 /* Does a live marked process read mapping? */
@@ -305,15 +352,14 @@ static __always_inline bool
 mapping_scanned_now(struct address_space *mapping)
 {
 	__u64		key = (__u64) mapping;
-	struct scan_reader *reader = bpf_map_lookup_elem(&scanned_mappings, &key);
-	struct pce_scan_mark *mark;
-	__u32		pid;
+	struct scan_readers *readers = bpf_map_lookup_elem(&scanned_mappings, &key);
 
-	if (!reader)
+	if (!readers)
 		return false;
-	pid = reader->pid;
-	mark = bpf_map_lookup_elem(&scan_pids, &pid);
-	return mark && mark->proc_start_ticks == reader->proc_start_ticks;
+	for (int i = 0; i < PCE_READERS_PER_FILE; i++)
+		if (reader_is_live(&readers->r[i]))
+			return true;
+	return false;
 }
 
 SEC("tp_btf/mm_filemap_add_to_page_cache")
@@ -358,7 +404,9 @@ int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mappin
 	if (bpf_map_delete_elem(&behalf_pending, &addr) != 0)
 		return 0;				/* somebody else took it */
 	stat_inc(PCE_STAT_FOLIOS_ADDED_FOR_SCAN);
-	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio), PCE_FOLIO_ADDED);
+	/* the folio's own mapping: the argument may be NULL to the verifier */
+	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index), folio_pages(folio),
+			   PCE_FOLIO_ADDED);
 	remember_scan_folio(folio);
 	return 0;
 }
