@@ -297,6 +297,51 @@ current_own_mark(__u32 *key)
 	return mark;
 }
 
+/*
+ * The mark of the process whose I/O the current task (a PostgreSQL 18+ I/O
+ * worker) performs, and its key; NULL if none (maps.bpf.h: "Who read the
+ * page").
+ */
+static __always_inline struct pce_scan_mark *
+io_owner_mark(__u32 *key)
+{
+	const struct pce_io_worker *w;
+	const struct pce_scan_owner *owner;
+	struct pce_scan_mark *mark;
+	__u32		tid,
+				tgid;
+	__u64		handle;
+	__s32		procno = -1;
+
+	if (!KNOB(io_workers) || !current_ids_as_server_sees_them(&tid, &tgid))
+		return NULL;
+	w = bpf_map_lookup_elem(&io_workers, &tgid);
+	if (!w || w->proc_start_ticks != current_process_start_ticks())
+		return NULL;
+	handle = io_worker_current_handle(w);
+	if (handle == 0 ||
+		bpf_probe_read_user(&procno, sizeof(procno), (void *) (handle + w->owner_offset)) != 0)
+		return NULL;
+	tid = (__u32) procno;
+	owner = bpf_map_lookup_elem(&scan_owners, &tid);
+	if (!owner)
+		return NULL;
+	*key = owner->pid;
+	mark = bpf_map_lookup_elem(&scan_pids, key);
+	if (!mark || mark->proc_start_ticks != owner->proc_start_ticks)
+		return NULL;
+	return mark;
+}
+
+/* The mark the current task reads for (its own, or its I/O's owner's), and its key. */
+static __always_inline struct pce_scan_mark *
+current_reader_mark(__u32 *key)
+{
+	struct pce_scan_mark *mark = current_own_mark(key);
+
+	return mark ? mark : io_owner_mark(key);
+}
+
 /* Is reader a live mark (the same process that was marked)? */
 static __always_inline bool
 reader_is_live(const struct scan_reader *reader)
@@ -321,7 +366,7 @@ remember_scanned_mapping(struct address_space *mapping)
 	struct scan_reader me = {0};
 	struct scan_readers fresh = {0};
 	struct scan_readers *readers;
-	struct pce_scan_mark *mark = current_own_mark(&me.pid);
+	struct pce_scan_mark *mark = current_reader_mark(&me.pid);
 	__u64		key = (__u64) mapping;
 	int			slot = 0;
 
@@ -437,10 +482,9 @@ promotion_enabled(void)
 }
 
 /*
- * A marked process read up to page last of mapping: its position, for the
- * evictor's sibling rule (src/sibling.c).  Reads by an I/O worker for a
- * marked process leave no position (the process's own reads of cached
- * pages do).
+ * A marked process read up to page last of mapping (itself, or an I/O
+ * worker for it): its position, for the evictor's sibling rule
+ * (src/sibling.c).
  */
 static __always_inline void
 record_scan_position(struct address_space *mapping, __u64 last)
@@ -450,7 +494,7 @@ record_scan_position(struct address_space *mapping, __u64 last)
 	struct inode *host;
 	__u32		pid;
 
-	mark = current_own_mark(&pid);
+	mark = current_reader_mark(&pid);
 	if (!mark)
 		return;
 	host = BPF_CORE_READ(mapping, host);
