@@ -25,8 +25,10 @@
  * processes whose mark is live (the same start time; positions of
  * processes no longer marked are removed, positions older than
  * POSITION_MAX_AGE_MS ignored) and turns each into a page number within
- * its relation fork (segment * pages per segment + page).  The first
- * position seen for a marked statement is taken as where it started: a
+ * its relation fork (segment * pages per segment + page), kept per relation
+ * fork it reads (a few: VACUUM reads the heap, the visibility map and the
+ * indexes in turn).  The first position seen for a marked statement in a
+ * relation fork is taken as where it started there: a
  * synchronized scan starts in the middle, reads to the end, and wraps
  * around to its start.  A reader at pos that started at first has yet to
  * read the pages after pos, and, before it wrapped, those before first.
@@ -57,21 +59,59 @@
  */
 #define POSITION_MAX_AGE_MS		60000
 
+/*
+ * Where a reader is in one relation fork.  A reader may move between
+ * files (VACUUM reads the heap, its visibility map and its indexes in
+ * turn): each keeps its own position and start.
+ */
+typedef struct ReaderPlace
+{
+	PceRelationFile rel;		/* segno 0: positions are relation-wide */
+	uint64		pos;			/* last page read, in the relation fork */
+	uint64		first;			/* first position seen for this statement */
+	uint64		used;			/* refresh count when last updated (0: free) */
+} ReaderPlace;
+
+#define PLACES_PER_READER		4
+
 typedef struct SiblingReader
 {
 	__u32		pid;
 	uint64		start_ticks;
 	uint64		marked_at_us;	/* which statement of that process */
-	PceRelationFile rel;		/* segno 0: positions are relation-wide */
-	uint64		pos;			/* last page read, in the relation fork */
-	uint64		first;			/* first position seen for this statement */
+	ReaderPlace places[PLACES_PER_READER];
 	bool		seen;			/* found by the latest refresh */
 } SiblingReader;
+
+static bool same_relation(const PceRelationFile *a, const PceRelationFile *b);
 
 static SiblingReader readers[MAX_READERS];
 static int	nreaders = 0;
 static int	positions_fd = -1;
 static uint64 positions_generation = 0;
+static uint64 refreshes = 0;
+
+/* The place of r in relation fork rel: its own, else a free one, else the oldest. */
+static ReaderPlace *
+reader_place(SiblingReader *r, const PceRelationFile *rel, bool *fresh)
+{
+	ReaderPlace *oldest = &r->places[0];
+
+	for (int i = 0; i < PLACES_PER_READER; i++)
+	{
+		ReaderPlace *p = &r->places[i];
+
+		if (p->used != 0 && same_relation(&p->rel, rel))
+		{
+			*fresh = false;
+			return p;
+		}
+		if (p->used < oldest->used)
+			oldest = p;
+	}
+	*fresh = true;
+	return oldest;
+}
 
 /* a file named as the kernel encodes it (major << 20 | minor) */
 PceFileKey
@@ -135,6 +175,8 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	PceFileKey	key;
 	PceRelationFile rel;
 	SiblingReader *r;
+	ReaderPlace *place;
+	bool		fresh;
 	uint64		page;
 
 	if (bpf_map_lookup_elem(fd, &pid, &pos) != 0)
@@ -152,14 +194,20 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	r = reader_slot(pid, pos.proc_start_ticks);
 	if (!r)
 		return true;
-	if (r->marked_at_us != mark.marked_at_us || !same_relation(&r->rel, &rel))
+	if (r->marked_at_us != mark.marked_at_us)
 	{
-		/* a new statement, or another relation: it starts here */
+		/* a new statement: it starts afresh everywhere */
+		memset(r->places, 0, sizeof(r->places));
 		r->marked_at_us = mark.marked_at_us;
-		r->rel = rel;
-		r->first = page;
 	}
-	r->pos = page;
+	place = reader_place(r, &rel, &fresh);
+	if (fresh)
+	{
+		place->rel = rel;
+		place->first = page;	/* it starts here */
+	}
+	place->pos = page;
+	place->used = refreshes;
 	r->seen = true;
 	return true;
 }
@@ -179,6 +227,7 @@ pce_sibling_refresh(void)
 	uint64		now_ns;
 	int			kept = 0;
 
+	refreshes++;
 	for (int i = 0; i < nreaders; i++)
 		readers[i].seen = false;
 	if (fd >= 0)
@@ -202,16 +251,16 @@ pce_sibling_refresh(void)
 	nreaders = kept;
 }
 
-/* Has r yet to read some page of [from, to) of its relation fork? */
+/* Has a reader at p yet to read some page of [from, to) of its relation fork? */
 static bool
-reader_needs(const SiblingReader *r, uint64 from, uint64 to)
+place_needs(const ReaderPlace *p, uint64 from, uint64 to)
 {
-	bool		wrapped = r->pos < r->first;
+	bool		wrapped = p->pos < p->first;
 
 	/* ahead of it: after its position, and, before it wrapped, before its start */
 	if (wrapped)
-		return to - 1 > r->pos && from < r->first;
-	return to - 1 > r->pos || from < r->first;
+		return to - 1 > p->pos && from < p->first;
+	return to - 1 > p->pos || from < p->first;
 }
 
 /*
@@ -229,8 +278,13 @@ pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages)
 	from = rel.segno * pages_per_segment() + start;
 	rel.segno = 0;
 	for (int i = 0; i < nreaders; i++)
-		if (same_relation(&readers[i].rel, &rel) &&
-			reader_needs(&readers[i], from, from + npages))
-			return true;
+		for (int k = 0; k < PLACES_PER_READER; k++)
+		{
+			const ReaderPlace *p = &readers[i].places[k];
+
+			if (p->used != 0 && same_relation(&p->rel, &rel) &&
+				place_needs(p, from, from + npages))
+				return true;
+		}
 	return false;
 }
