@@ -36,23 +36,20 @@ my ($node, $s) = stock_node('sibling_scans',
 
 sub cached_mb { return relation_cached_mb($node, @_); }
 
-# bytes a process made the kernel read from storage
+# bytes the follower's process, and the I/O workers of 18+ that may read
+# for it, made the kernel read from storage (readahead included), from
+# /proc/<pid>/io read by the follower's backend itself
 sub disk_read_bytes
 {
-	my ($pid) = @_;
-	open my $fh, '<', "/proc/$pid/io" or die "cannot read /proc/$pid/io: $!";
-	while (<$fh>)
+	my ($session, @pids) = @_;
+	my $sum = 0;
+	for my $pid ('self', @pids)
 	{
-		return $1 if /^read_bytes:\s+(\d+)/;
+		my $io = $session->query_safe("SELECT pg_read_file('/proc/$pid/io')");
+		die "no read_bytes in /proc/$pid/io: $io" unless $io =~ /^read_bytes:\s+(\d+)/m;
+		$sum += $1;
 	}
-	die "no read_bytes in /proc/$pid/io";
-}
-
-sub stats_line
-{
-	return $node->safe_psql('postgres',
-		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
-		  . "WHERE name ~ 'tracked|dropped|waiting|held|added|records|not_found'");
+	return $sum;
 }
 
 # ---- a synchronized scan behind another reads from the cache ----
@@ -69,7 +66,6 @@ root('drop-caches');
 
 # The follower: a synchronized scan that has read its first rows and waits.
 my $follower = $node->background_psql('postgres', on_error_stop => 0);
-my $follower_pid = $follower->query_safe('SELECT pg_backend_pid()');
 $follower->query_safe('SET pg_cache_ext.scan = on');
 $follower->query_safe('BEGIN; DECLARE c NO SCROLL CURSOR FOR SELECT g FROM big');
 $follower->query_safe('FETCH 1 FROM c');
@@ -108,13 +104,11 @@ cmp_ok($held, '>=', $budget_mb / 2 * $mb,
 # The follower reads the next 12 MB: from the cache, not from disk (what
 # its process, and the I/O workers of 18+ that may read for it, read from
 # storage, readahead included: /proc/<pid>/io).
-my @readers = ($follower_pid, split /\n/, $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'"));
-my $read_before = 0;
-$read_before += disk_read_bytes($_) for @readers;
+my @io_workers = split /\n/, $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
+my $read_before = disk_read_bytes($follower, @io_workers);
 $follower->query_safe(sprintf('MOVE FORWARD %d IN c', int(12 * $rows_per_mb)));
-my $reread_mb = -$read_before;
-$reread_mb += disk_read_bytes($_) for @readers;
+my $reread_mb = disk_read_bytes($follower, @io_workers) - $read_before;
 $reread_mb /= $mb;
 cmp_ok($reread_mb, '<=', 3,
 	sprintf('the follower read what the leader brought in from the cache (%.1f MB of 12 MB from disk)',
