@@ -52,6 +52,13 @@ sub disk_read_bytes
 	return $sum;
 }
 
+sub stats_line
+{
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
+		  . "WHERE name ~ 'tracked|dropped|waiting|held|added|records|not_found'");
+}
+
 # ---- a synchronized scan behind another reads from the cache ----
 # ~210 MB, frozen (no hint bits to set: part two is about those)
 $node->safe_psql('postgres', q{
