@@ -21,6 +21,7 @@ OBJS = \
 	src/functions.o \
 	src/cachestat.o \
 	src/aio.o \
+	src/sibling.o \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext

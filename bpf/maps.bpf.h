@@ -256,20 +256,19 @@ current_task_is_cluster_account(void)
 		BPF_CORE_READ(task, cred, euid.val) == cluster_uid;
 }
 
-/* Is the process with ProcNumber procno marked? */
-static __always_inline bool
-procno_is_marked(__s32 procno)
+/* The mark of the process with ProcNumber procno, and its key; NULL if unmarked. */
+static __always_inline struct pce_scan_mark *
+procno_mark(__s32 procno, __u32 *pid)
 {
 	__u32		key = (__u32) procno;
 	const struct pce_scan_owner *owner = bpf_map_lookup_elem(&scan_owners, &key);
-	const struct pce_scan_mark *mark;
-	__u32		pid;
+	struct pce_scan_mark *mark;
 
 	if (!owner)
-		return false;
-	pid = owner->pid;
-	mark = bpf_map_lookup_elem(&scan_pids, &pid);
-	return mark && mark->proc_start_ticks == owner->proc_start_ticks;
+		return NULL;
+	*pid = owner->pid;
+	mark = bpf_map_lookup_elem(&scan_pids, pid);
+	return mark && mark->proc_start_ticks == owner->proc_start_ticks ? mark : NULL;
 }
 
 /*
@@ -301,15 +300,15 @@ io_worker_current_handle(const struct pce_io_worker *w)
 }
 
 /*
- * Is the current process an I/O worker performing a marked process's I/O?
- * tgid is the current task's as the server sees it
+ * The mark of the process whose I/O the current process, an I/O worker,
+ * performs, and that process's key in scan_pids; NULL if none.  tgid is the current task's as the server sees it
  * (current_ids_as_server_sees_them: a task of another PID namespace never
  * gets here).  Nothing of the task's memory is read unless it runs as the
  * cluster's account (current_task_is_cluster_account: the namespace knob
  * alone is the server group's to write, so it bounds nothing).
  */
-static __always_inline bool
-io_worker_reads_for_scan(__u32 tgid)
+static __always_inline struct pce_scan_mark *
+io_worker_owner_mark(__u32 tgid, __u32 *owner_pid)
 {
 	const struct pce_io_worker *w = bpf_map_lookup_elem(&io_workers, &tgid);
 	__u64		handle;
@@ -317,12 +316,21 @@ io_worker_reads_for_scan(__u32 tgid)
 
 	if (!w || !current_task_is_cluster_account() ||
 		w->proc_start_ticks != current_process_start_ticks())
-		return false;
+		return NULL;
 	handle = io_worker_current_handle(w);
 	if (handle == 0 ||
 		bpf_probe_read_user(&owner, sizeof(owner), (void *) (handle + w->owner_offset)) != 0)
-		return false;
-	return procno_is_marked(owner);
+		return NULL;
+	return procno_mark(owner, owner_pid);
+}
+
+/* Is the current process (thread group tgid) an I/O worker performing a marked process's I/O? */
+static __always_inline bool
+io_worker_reads_for_scan(__u32 tgid)
+{
+	__u32		owner_pid;
+
+	return io_worker_owner_mark(tgid, &owner_pid) != NULL;
 }
 
 /* For whom is the current task reading (and is tracking switched on)? */

@@ -29,6 +29,8 @@
 #define PCE_PIN_TRACKER_FORK_LINK "tracker_fork_link"
 #define PCE_PIN_IO_WORKERS		"io_workers"
 #define PCE_PIN_SCAN_OWNERS		"scan_owners"
+#define PCE_PIN_SCAN_POSITIONS	"scan_positions"
+#define PCE_PIN_TRACKER_WRITEBACK_LINK "tracker_writeback_link"
 
 /* Capacity of the scan-PID map: more than any max_connections we expect. */
 #define PCE_MAX_SCAN_PIDS		8192
@@ -172,7 +174,8 @@ struct pce_scan_owner
 	X(FOLIOS_ADDED_EXTERNAL, "folios_added_external")	/* of folios_added_scan: by an external tree */ \
 	X(MARKS_INHERITED, "marks_inherited")	/* external marks copied to a new child or thread */ \
 	X(FOLIOS_ADDED_SCAN_BY_IO_WORKER, "folios_added_scan_by_io_worker")	/* part of folios_added_scan: an I/O worker did a marked process's I/O */ \
-	X(FOLIOS_ADDED_SCAN_BY_IO_THREAD, "folios_added_scan_by_io_thread")	/* part of folios_added_scan: another thread of it (io_uring's iou-wrk) */
+	X(FOLIOS_ADDED_SCAN_BY_IO_THREAD, "folios_added_scan_by_io_thread")	/* part of folios_added_scan: another thread of it (io_uring's iou-wrk) */ \
+	X(FOLIOS_ADDED_FOR_SCAN, "folios_added_for_scan")	/* of folios_added_other: written into a file a live scan reads, by another process (write-back of what the scan dirtied): recorded as the scan's */
 
 #define PCE_STAT_ENUM_ENTRY(sym, name) PCE_STAT_##sym,
 enum pce_stat
@@ -266,6 +269,24 @@ struct pce_folio_event
 								 * its number is reused (0 from a tracker that
 								 * does not record it) */
 	__u32		kind;			/* enum pce_folio_event_kind */
+};
+
+/*
+ * Stock mechanism: where each marked process last read (the tracker's
+ * read tracepoint, mm_filemap_get_pages, Linux 6.10+), keyed like
+ * scan_pids by the process's PID as the server sees it.  The evictor keeps
+ * a scan page while a live marked reader of the same relation has yet to
+ * reach it (src/sibling.c).  An LRU map: a position nobody reads any more
+ * is pushed out by newer ones.
+ */
+struct pce_scan_position
+{
+	__u64		ino;			/* the file last read */
+	__u64		index;			/* the last page of that read */
+	__u64		proc_start_ticks;	/* of the reader, as in pce_scan_mark */
+	__u64		updated_ns;		/* bpf_ktime_get_ns() (CLOCK_MONOTONIC) of the read */
+	__u32		dev;			/* kernel encoding, as in pce_folio_event */
+	__u32		generation;		/* the inode's i_generation */
 };
 
 /*

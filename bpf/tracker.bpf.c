@@ -45,6 +45,24 @@
  * reads through I/O workers: maps.bpf.h) and one per-CPU
  * increment; an activation costs one lookup in the scan-folio map.
  *
+ * Sibling scanners (src/sibling.c): where a marked process reads, the read
+ * tracepoint also records its position (scan_positions: file and last
+ * page, by PID), so that the evictor keeps a scan page until every live
+ * marked reader of the same relation has passed it: a synchronized scan
+ * following another, or pg_dump's COPY behind a count(*), reads it from
+ * the cache instead of the disk.
+ *
+ * Pages that enter the cache on a scan's behalf: a scan dirties pages
+ * (hint bits, VACUUM) that it does not write itself; the checkpointer,
+ * the bgwriter or another backend writes them back later, and when the
+ * evictor dropped the page meanwhile, that write inserts it again.  An
+ * insertion by an unmarked task into a file a live marked process is
+ * reading (scanned_mappings) is remembered (behalf_pending), and when the
+ * same folio is then dirtied (tp_btf/writeback_dirty_folio: the write
+ * path marks it dirty right after inserting it; a read never does), it is
+ * recorded as a scan page (folios_added_for_scan) and can be promoted as
+ * any other.  An OLTP read of a scanned table thus stays the OLTP's.
+ *
  * Readers outside the server (a backup's tar, rsync, pgBackRest) are marked
  * by pg_cache_ext_run with reason "external"; a program on process fork
  * hands their mark down to every child and thread they start, so the whole
@@ -104,6 +122,58 @@ struct
 	__type(key, struct scan_chunk);
 	__type(value, __u8);
 }			scan_folios SEC(".maps");
+
+/* Where each marked process last read (pg_cache_ext.h), for the evictor. */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_SCAN_PIDS);
+	__type(key, __u32);
+	__type(value, struct pce_scan_position);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+}			scan_positions SEC(".maps");
+
+/*
+ * Which marked processes read a file (struct address_space *): a few, so
+ * that one ending (a count(*) done) does not hide another still reading
+ * (a pg_dump behind it).
+ */
+#define PCE_READERS_PER_FILE	4
+
+struct scan_reader
+{
+	__u32		pid;			/* key of its mark in scan_pids */
+	__u32		reserved;
+	__u64		proc_start_ticks;	/* of that mark */
+};
+
+struct scan_readers
+{
+	struct scan_reader r[PCE_READERS_PER_FILE];
+};
+
+#define PCE_MAX_SCANNED_FILES	4096
+#define PCE_MAX_BEHALF_PENDING	65536
+
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_SCANNED_FILES);
+	__type(key, __u64);
+	__type(value, struct scan_readers);
+}			scanned_mappings SEC(".maps");
+
+/*
+ * Folios (by address) an unmarked task inserted into a file a live scan
+ * reads: recorded as the scan's if the same task dirties them next.
+ */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_BEHALF_PENDING);
+	__type(key, __u64);
+	__type(value, __u8);
+}			behalf_pending SEC(".maps");
 
 /*
  * A large folio's first tail page as kernels 6.1 to 6.5 lay it out: its
@@ -240,27 +310,171 @@ remember_chunks(struct folio *folio, bool forget)
 	}
 }
 
-SEC("tp_btf/mm_filemap_add_to_page_cache")
-int BPF_PROG(on_page_cache_add, struct folio *folio)
+/* Remember a scan folio for promotion (by chunk or by address). */
+static __always_inline void
+remember_scan_folio(struct folio *folio)
 {
 	struct scan_chunk key = folio_key(folio);
 	__u8		one = 1;
+
+	if (promote_by_read)
+		remember_chunks(folio, false);
+	else
+		bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
+}
+
+/* The current process's live mark, and its key; NULL if not marked itself. */
+static __always_inline struct pce_scan_mark *
+current_own_mark(__u32 *key)
+{
+	__u32		tid;
+	struct pce_scan_mark *mark;
+
+	if (!KNOB(tracking) || !current_ids_as_server_sees_them(&tid, key))
+		return NULL;
+	mark = bpf_map_lookup_elem(&scan_pids, key);
+	if (!mark || !task_matches_mark(mark))
+		return NULL;
+	return mark;
+}
+
+/*
+ * The mark of the process whose I/O the current task (a PostgreSQL 18+ I/O
+ * worker) performs, and its key; NULL if none (maps.bpf.h: "Who read the
+ * page").
+ */
+static __always_inline struct pce_scan_mark *
+io_owner_mark(__u32 *key)
+{
+	__u32		tid,
+				tgid;
+
+	if (!KNOB(io_workers) || !current_ids_as_server_sees_them(&tid, &tgid))
+		return NULL;
+	return io_worker_owner_mark(tgid, key);
+}
+
+/* The mark the current task reads for (its own, or its I/O's owner's), and its key. */
+static __always_inline struct pce_scan_mark *
+current_reader_mark(__u32 *key)
+{
+	struct pce_scan_mark *mark = current_own_mark(key);
+
+	return mark ? mark : io_owner_mark(key);
+}
+
+/* Is reader a live mark (the same process that was marked)? */
+static __always_inline bool
+reader_is_live(const struct scan_reader *reader)
+{
+	__u32		pid = reader->pid;
+	struct pce_scan_mark *mark;
+
+	if (pid == 0)
+		return false;
+	mark = bpf_map_lookup_elem(&scan_pids, &pid);
+	return mark && mark->proc_start_ticks == reader->proc_start_ticks;
+}
+
+/*
+ * The current (marked) process reads mapping: one of the files a scan
+ * reads.  It takes its own slot, else one whose reader is gone, else the
+ * first.
+ */
+static __always_inline void
+remember_scanned_mapping(struct address_space *mapping,
+						 const struct pce_scan_mark *mark, __u32 pid)
+{
+	struct scan_reader me = {.pid = pid, .proc_start_ticks = mark->proc_start_ticks};
+	struct scan_readers fresh = {0};
+	struct scan_readers *readers;
+	__u64		key = (__u64) mapping;
+	int			slot = 0;
+
+	readers = bpf_map_lookup_elem(&scanned_mappings, &key);
+	if (!readers)
+	{
+		fresh.r[0] = me;
+		bpf_map_update_elem(&scanned_mappings, &key, &fresh, BPF_ANY);
+		return;
+	}
+	for (int i = 0; i < PCE_READERS_PER_FILE; i++)
+	{
+		if (readers->r[i].pid == me.pid && readers->r[i].proc_start_ticks == me.proc_start_ticks)
+			return;				/* known already */
+		if (slot == 0 && i > 0 && !reader_is_live(&readers->r[i]))
+			slot = i;
+	}
+	if (slot == 0 && reader_is_live(&readers->r[0]))
+		slot = PCE_READERS_PER_FILE - 1;	/* all live: the last one's slot */
+	readers->r[slot & (PCE_READERS_PER_FILE - 1)] = me;
+}
+
+/* Does a live marked process read mapping? */
+static __always_inline bool
+mapping_scanned_now(struct address_space *mapping)
+{
+	__u64		key = (__u64) mapping;
+	struct scan_readers *readers = bpf_map_lookup_elem(&scanned_mappings, &key);
+
+	if (!readers)
+		return false;
+	for (int i = 0; i < PCE_READERS_PER_FILE; i++)
+		if (reader_is_live(&readers->r[i]))
+			return true;
+	return false;
+}
+
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(on_page_cache_add, struct folio *folio)
+{
+	struct address_space *mapping = BPF_CORE_READ(folio, mapping);
 	enum pce_reader reader = current_reader();
+	__u64		addr = (__u64) folio;
+	__u8		one = 1;
+	struct pce_scan_mark *mark;
+	__u32		pid;
 
 	count_insertion(reader);
 	if (reader == PCE_READER_NONE)
+	{
+		/* a write-back on a scan's behalf?  Decided when it is dirtied */
+		if (KNOB(tracking) && mapping_scanned_now(mapping))
+			bpf_map_update_elem(&behalf_pending, &addr, &one, BPF_ANY);
 		return 0;
+	}
 	/*
 	 * The record first, then the map entry: a promotion can only be sent
 	 * once the entry exists, so it always reaches the evictor after the
 	 * record it refers to.
 	 */
-	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index),
-			   folio_pages(folio), PCE_FOLIO_ADDED);
-	if (promote_by_read)
-		remember_chunks(folio, false);
-	else
-		bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
+	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio), PCE_FOLIO_ADDED);
+	remember_scan_folio(folio);
+	mark = current_reader_mark(&pid);
+	if (mark)
+		remember_scanned_mapping(mapping, mark, pid);
+	return 0;
+}
+
+/*
+ * A folio is dirtied: if an unmarked task has just inserted it into a file
+ * a live scan reads, it is a write-back of what the scan dirtied (the
+ * checkpointer, the bgwriter, another backend), and the scan's page.
+ */
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mapping)
+{
+	__u64		addr = (__u64) folio;
+
+	if (!bpf_map_lookup_elem(&behalf_pending, &addr))
+		return 0;
+	if (bpf_map_delete_elem(&behalf_pending, &addr) != 0)
+		return 0;				/* somebody else took it */
+	stat_inc(PCE_STAT_FOLIOS_ADDED_FOR_SCAN);
+	/* the folio's own mapping: the argument may be NULL to the verifier */
+	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index), folio_pages(folio),
+			   PCE_FOLIO_ADDED);
+	remember_scan_folio(folio);
 	return 0;
 }
 
@@ -269,7 +483,11 @@ int BPF_PROG(on_page_cache_delete, struct folio *folio)
 {
 	struct scan_chunk key = folio_key(folio);
 
+	__u64		addr = (__u64) folio;
+
 	stat_inc(PCE_STAT_FOLIOS_REMOVED);
+	if (bpf_map_lookup_elem(&behalf_pending, &addr))
+		bpf_map_delete_elem(&behalf_pending, &addr);
 	/* the folio's memory (or chunk) may be reused for another file: forget it */
 	if (promote_by_read)
 		remember_chunks(folio, true);
@@ -301,22 +519,62 @@ read_touches_scan_chunk(struct address_space *mapping, __u64 first, __u64 last)
 }
 
 /*
+ * A marked process read up to page last of mapping (itself, or an I/O
+ * worker for it): its position, for the evictor's sibling rule
+ * (src/sibling.c).
+ */
+static __always_inline void
+record_scan_position(struct address_space *mapping, __u64 last,
+					 const struct pce_scan_mark *mark, __u32 pid)
+{
+	struct pce_scan_position pos = {0};
+	struct inode *host;
+
+	host = BPF_CORE_READ(mapping, host);
+	pos.ino = BPF_CORE_READ(host, i_ino);
+	pos.dev = BPF_CORE_READ(host, i_sb, s_dev);
+	pos.generation = BPF_CORE_READ(host, i_generation);
+	pos.index = last;
+	pos.proc_start_ticks = mark->proc_start_ticks;
+	pos.updated_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&scan_positions, &pid, &pos, BPF_ANY);
+	remember_scanned_mapping(mapping, mark, pid);
+}
+
+/*
  * A task reads pages index..last of mapping (filemap_read, in the reading
- * task): the scan chunks among them that an unmarked task reads are
- * promoted, each once (whoever deletes the entry sends).
+ * task): a marked one leaves its position; the scan chunks among them that
+ * an unmarked task reads are promoted, each once (whoever deletes the entry
+ * sends).
  */
 SEC("tp_btf/mm_filemap_get_pages")
 int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, unsigned long last)
 {
 	struct scan_chunk key = {.mapping = (__u64) mapping};
+	__u64		mapping_key = (__u64) mapping;
 	__u64		first = index >> CHUNK_SHIFT;
+	struct pce_scan_mark *mark;
+	__u32		pid;
 
 	/*
-	 * Who reads is asked only for a read of a scan chunk: the common case
-	 * ends at the lookups, as in on_folio_activated (for an I/O worker the
-	 * rule reads its memory, several times the cost of the lookups).  Two
-	 * loops, not a flag in one: the rule inlined in the loop is more than
-	 * the verifier follows.
+	 * A marked reader leaves its position.  Whether an I/O worker reads for
+	 * a marked process is asked only in a file a scan reads: the rule
+	 * reads the worker's memory, several times the cost of a lookup, and
+	 * an unmarked read of another file must stay at the lookups.
+	 */
+	mark = current_own_mark(&pid);
+	if (!mark && bpf_map_lookup_elem(&scanned_mappings, &mapping_key))
+		mark = io_owner_mark(&pid);
+	if (mark)
+	{
+		record_scan_position(mapping, last, mark, pid);
+		return 0;
+	}
+
+	/*
+	 * Promotion: who reads is asked again only for a read of a scan chunk,
+	 * as in on_folio_activated.  Two loops, not a flag in one: the rule
+	 * inlined in the loop is more than the verifier follows.
 	 */
 	if (!promotion_enabled() || !read_touches_scan_chunk(mapping, first, last >> CHUNK_SHIFT) ||
 		current_task_is_scan())

@@ -13,8 +13,10 @@
  *	scan_pids, stats, knobs, loader_info, io_workers, scan_owners
  *											maps shared by every mechanism
  *	folio_events							ring buffer (stock mechanism)
+ *	scan_positions							where marked processes read (stock mechanism)
  *	tracker_link, tracker_remove_link		tracepoint links (stock mechanism)
  *	tracker_activate_link					tracepoint link for promotion (stock mechanism)
+ *	tracker_writeback_link					tracepoint link: write-back for scans (stock)
  *	policy_link								struct_ops link (cache_ext mechanism)
  *
  *	owner									root-only: the data directory it belongs to

@@ -75,10 +75,12 @@ static const struct
 	{PCE_PIN_IO_WORKERS, true},
 	{PCE_PIN_SCAN_OWNERS, true},
 	{PCE_PIN_FOLIO_EVENTS, true},
+	{PCE_PIN_SCAN_POSITIONS, true},
 	{PCE_PIN_TRACKER_LINK, false},
 	{PCE_PIN_TRACKER_REMOVE_LINK, false},
 	{PCE_PIN_TRACKER_ACTIVATE_LINK, false},
 	{PCE_PIN_TRACKER_FORK_LINK, false},
+	{PCE_PIN_TRACKER_WRITEBACK_LINK, false},
 	{PCE_PIN_POLICY_LINK, false},
 	{PCE_PIN_POLICY_MAP, false},
 	{PCE_PIN_POLICY_STATE, false},	/* holds a detach's record of the cgroup's limits */

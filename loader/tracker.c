@@ -118,6 +118,29 @@ install_fork_link(const struct pce_pins *pins, struct tracker_bpf *skel, bool ca
 }
 
 /*
+ * Pages written back on a scan's behalf (tp_btf/writeback_dirty_folio,
+ * tracker.bpf.c) are recorded as the scan's.  Optional: without the
+ * tracepoint they stay the kernel's, as before.
+ */
+static void
+install_writeback_link(const struct pce_pins *pins, struct tracker_bpf *skel, bool can_dirty)
+{
+	struct bpf_link *link = NULL;
+
+	if (can_dirty)
+		link = bpf_program__attach(skel->progs.on_folio_dirtied);
+	if (link)
+	{
+		pin_link_replacing(pins, link, PCE_PIN_TRACKER_WRITEBACK_LINK);
+		return;
+	}
+	pce_info("pages written back on a scan's behalf will not count as the scan's: %s",
+			 can_dirty ? "cannot attach tp_btf/writeback_dirty_folio" :
+			 "the kernel has no writeback_dirty_folio tracepoint");
+	unpin(pins, PCE_PIN_TRACKER_WRITEBACK_LINK);
+}
+
+/*
  * Which promotion program this kernel takes: the read tracepoint
  * (mm_filemap_get_pages, Linux 6.10+, which sees the reading task), else
  * the activation tracepoint (whose task is whoever drained the per-CPU
@@ -164,6 +187,7 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promot
 	struct bpf_program *promote_prog;
 	const char *promote_tp;
 	bool		can_fork;
+	bool		can_dirty;
 	int			err;
 
 	promotion_missing[0] = '\0';
@@ -176,6 +200,8 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promot
 	can_fork = libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0;
 	if (!can_fork)
 		bpf_program__set_autoload(skel->progs.on_process_fork, false);
+	can_dirty = libbpf_find_vmlinux_btf_id("writeback_dirty_folio", BPF_TRACE_RAW_TP) > 0;
+	bpf_program__set_autoload(skel->progs.on_folio_dirtied, can_dirty);
 	err = tracker_bpf__load(skel);
 	if (err)
 		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
@@ -202,6 +228,7 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promot
 	else
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	install_fork_link(pins, skel, can_fork);
+	install_writeback_link(pins, skel, can_dirty);
 	init_knobs(skel->maps.knobs);
 	return skel;
 }
@@ -216,6 +243,7 @@ pce_unpin_tracker_links(const struct pce_pins *pins)
 	unpin(pins, PCE_PIN_TRACKER_LINK);
 	unpin(pins, PCE_PIN_TRACKER_REMOVE_LINK);
 	unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
+	unpin(pins, PCE_PIN_TRACKER_WRITEBACK_LINK);
 }
 
 /* The map the loader records what it did in (loader_info, shared by all). */

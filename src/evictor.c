@@ -26,6 +26,13 @@
  * next round (a few times at most), without dropping newer extents
  * meanwhile.  bytes_dropped counts what cachestat saw leave.
  *
+ * An extent that another live marked reader of the same relation has yet
+ * to read (a synchronized scan behind this one, pg_dump's COPY behind a
+ * count(*)) is passed over and kept, up to twice the budget: sibling.c.
+ * Pages a helper writes back into a file a live scan reads (the
+ * checkpointer writing what the scan dirtied) reach here as the scan's
+ * records too (tracker.bpf.c, folios_added_for_scan).
+ *
  * A promotion record says that a task that is not scanning has touched a
  * folio a scan brought in: those pages are marked kept in their extent, no
  * longer count against the budget, and are skipped when the extent is
@@ -80,6 +87,8 @@
 #define WAITING_MAX_MS		60000
 /* a waiting extent dirty again but not under writeback: start it again after */
 #define WAITING_KICK_MS		1000
+/* scan pages held for sibling scans never exceed this many times the budget */
+#define HOLD_CAP_FACTOR		2
 
 typedef struct Extent
 {
@@ -532,23 +541,51 @@ pce_evictor_poll(const PceSettings *settings)
 	draining_settings = NULL;
 }
 
-/* Drop the oldest extents until within the settings' budget and age. */
+/*
+ * Keep ext, for a sibling scan that has yet to read it (sibling.c)?  The
+ * oldest such extents are kept, up to hold_pages in all: a reader far
+ * behind needs those first, and the rest would not stay long enough.
+ */
+static bool
+held_for_sibling(const Extent *ext, uint64 hold_pages, uint64 *held_pages)
+{
+	uint64		pages = ext->npages - ext->nkept;
+
+	if (*held_pages + pages > hold_pages ||
+		!pce_sibling_needs(&ext->file, ext->start, ext->npages))
+		return false;
+	*held_pages += pages;
+	return true;
+}
+
+/*
+ * Drop the oldest extents until within the settings' budget and age,
+ * passing over those a sibling scan has yet to read: they stay, up to
+ * (HOLD_CAP_FACTOR - 1) budgets more (so the scans' pages never exceed
+ * HOLD_CAP_FACTOR budgets), and go first once every reader has passed
+ * them, being the oldest.
+ */
 static void
 drop_over_budget(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
+	uint64		hold_pages = budget_pages * (HOLD_CAP_FACTOR - 1);
+	uint64		held_pages = 0;
 	TimestampTz now = GetCurrentTimestamp();
+	dlist_mutable_iter iter;
 
 	pages_since_enforce = 0;
-	while (!dlist_is_empty(&extents))
+	dlist_foreach_modify(iter, &extents)
 	{
-		Extent	   *oldest = dlist_head_element(Extent, node, &extents);
+		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
 		bool		too_old = settings->scan_max_age_s > 0 &&
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		/* pages waiting for their writeback are still the scans' pages */
-		if (tracked_pages + waiting_pages <= budget_pages && !too_old)
+		if (tracked_pages + waiting_pages - held_pages <= budget_pages && !too_old)
 			break;
+		if (held_for_sibling(oldest, hold_pages, &held_pages))
+			continue;
 
 		/*
 		 * Clean pages still cached after the drop are being read right now:
@@ -558,16 +595,20 @@ drop_over_budget(const PceSettings *settings)
 		if (drop_extent(oldest) == DROP_RETRY)
 			break;
 	}
+	if (pce_shared)
+		pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],
+							held_pages * page_size);
 }
 
 /*
- * Once per worker round: the waiting extents whose writeback is over, then
- * the budget, then the gauges.
+ * Once per worker round: the waiting extents whose writeback is over, the
+ * sibling scans' positions, then the budget, then the gauges.
  */
 void
 pce_evictor_enforce(const PceSettings *settings)
 {
 	check_waiting();
+	pce_sibling_refresh();
 	drop_over_budget(settings);
 	publish_gauges();
 }

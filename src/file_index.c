@@ -433,3 +433,25 @@ pce_file_index_open(const PceFileKey *key)
 	}
 	return -1;
 }
+
+/*
+ * Which relation fork and segment is the file of key (sibling.c compares
+ * scan positions by it)?  False if key names no relation file.  Files of
+ * one relation fork have the same directory and relfilenode.
+ */
+bool
+pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf)
+{
+	IndexedFile *f = index_find(key);
+	const char *p;
+	char	   *end;
+
+	if (!f)
+		return false;
+	rf->dir = f->dir;
+	rf->relfilenode = (uint32) strtoul(f->name, &end, 10);
+	rf->fork = *end == '_' ? end[1] : 'm';	/* 'f'sm, 'v'm, 'i'nit, 'm'ain */
+	p = strchr(f->name, '.');
+	rf->segno = p ? (uint32) strtoul(p + 1, NULL, 10) : 0;
+	return true;
+}

@@ -21,6 +21,8 @@
  *	cachestat.c		the cachestat() system call (page cache residency)
  *	aio.c			PostgreSQL 18+ asynchronous I/O: I/O workers and the owners of
  *					I/O, so that reads are attributed to the process they are for
+ *	sibling.c		sibling scanners: scan pages kept until every live marked
+ *					reader of the same relation has passed them
  *
  *-------------------------------------------------------------------------
  */
@@ -78,7 +80,10 @@ extern int	pce_scan_min_percent;
 	X(DROP_ERRORS, "drop_errors") \
 	X(BYTES_PROMOTED, "bytes_promoted") \
 	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages dropped while dirty, \
-										 * waiting for their writeback to end */
+										 * waiting for their writeback to end */ \
+	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages over the \
+															 * budget kept for a sibling scan \
+															 * that has yet to read them */
 
 #define PCE_USTAT_ENUM_ENTRY(sym, name) PCE_USTAT_##sym,
 typedef enum PceUstat
@@ -247,6 +252,19 @@ extern bool pce_is_relation_file_name(const char *name);
 extern void pce_file_index_init(void);
 extern bool pce_file_index_lookup(const PceFileKey *key);
 extern int	pce_file_index_open(const PceFileKey *key);
+typedef struct PceRelationFile
+{
+	const void *dir;			/* its database directory (identity only) */
+	uint32		relfilenode;
+	char		fork;			/* 'm'ain, 'f'sm, 'v'm, 'i'nit */
+	uint32		segno;			/* segment: .1, .2, ... (0 for the first) */
+} PceRelationFile;
+extern bool pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf);
+
+/* sibling.c: scan pages a live marked reader of the same relation has yet to read */
+extern void pce_sibling_refresh(void);
+extern bool pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages);
+extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

@@ -32,7 +32,7 @@ my $stock = $s->{mechanism} eq 'stock';
 my @pins = sort grep { $_ ne 'owner' } map { basename($_) } glob("$pindir/*");
 my @expect = qw(io_workers knobs loader_info scan_owners scan_pids stats);
 push @expect, $stock
-  ? qw(folio_events tracker_link tracker_remove_link)
+  ? qw(folio_events scan_positions tracker_link tracker_remove_link tracker_writeback_link)
   : qw(policy_link policy_ops);
 for my $p (@expect)
 {

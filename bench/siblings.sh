@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# bench/siblings.sh - issue 16's workload: do scans still get their share?
+#
+#   bench/siblings.sh [--rounds N] [--dur S] [--scan-mb N] [--no-throttle]
+#
+# OLTP Zipf point reads on a hot table (pgbench_accounts) beside two
+# count(*) loops (synchronize_seqscans on) and a pg_dump loop of one scanned
+# table, and one VACUUM of it after 5% of its rows were updated, in a memory
+# cgroup with reads throttled (blkio, like a cloud volume).  Per round and
+# interleaved: (a) no extension, (b) pg_cache_ext (stock mechanism), (r) as
+# (b) with the OLTP load rate-limited (pgbench -R) to the TPS (a) reached in
+# that round, so both leave the scans the same CPU.
+#
+# First-class results: each scan's completion time (count(*), pg_dump,
+# VACUUM; scans cut by the end of the window are not counted), the bytes
+# the scanned table holds in the page cache sampled every second vs the
+# budget, file refaults and bytes read, TPS, p99, hot set cached.
+#
+# Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
+# 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
+# table, pgbench scale 12 (~180 MB hot set), a 448 MB cgroup, 2 clients,
+# 60 s windows, 2 rounds.  Run as root; results in bench/out/siblings-<time>.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+
+ROUNDS=2
+DUR=60
+SCAN_MB=1024
+THROTTLE_IOPS=3000
+THROTTLE_MBPS=200
+while [ $# -gt 0 ]; do
+	case "$1" in
+		--rounds) ROUNDS=$2; shift ;;
+		--dur) DUR=$2; shift ;;
+		--scan-mb) SCAN_MB=$2; shift ;;
+		--no-throttle) THROTTLE_IOPS=0; THROTTLE_MBPS=0 ;;
+		-h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		*) die "unknown argument $1 (see --help)" ;;
+	esac
+	shift
+done
+[ "$(id -u)" -eq 0 ] || die "run as root (memory cgroups, BPF loader)"
+
+SCALE=${SCALE:-12}
+LIMIT_MB=${LIMIT_MB:-448}
+SCAN_CG_MB=48					# lib.sh makes it; unused here
+SHARED_BUFFERS=${SHARED_BUFFERS:-32MB}
+SCAN_BUDGET_MB=${SCAN_BUDGET_MB:-32}
+CLIENTS=${CLIENTS:-2}
+WARM=3
+BENCH_DIR=${BENCH_DIR:-/var/tmp/pce-bench-siblings}
+PGPORT=${PGPORT:-5498}
+SOCK_DIR=$BENCH_DIR
+PGDATA=$BENCH_DIR/data
+DATASET_ID="siblings v1 scale=$SCALE scan_mb=$SCAN_MB sb=$SHARED_BUFFERS"
+OUT=$HERE/out/siblings-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+
+BG_PIDS=""
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	for p in $BG_PIDS; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	pg_stop
+	loader_unload
+	cg_cleanup
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+mkdir -p "$BENCH_DIR"; chown "$PGUSER_OS" "$BENCH_DIR"
+[ -f "$PGDATA/postmaster.pid" ] && pg_stop
+"$PGBIN/pg_cache_ext_loader" --unload -D "$PGDATA" >/dev/null 2>&1 || true
+cg_setup
+
+build_dataset() {
+	log "dataset: pgbench scale $SCALE + a ${SCAN_MB} MiB scanned table in $PGDATA"
+	rm -rf "$PGDATA"
+	as_pg "$PGBIN/initdb" -D "$PGDATA" -A trust -U postgres >/dev/null
+	cat >> "$PGDATA/postgresql.conf" <<-EOF
+	shared_preload_libraries = 'pg_cache_ext'
+	listen_addresses = ''
+	port = $PGPORT
+	unix_socket_directories = '$SOCK_DIR'
+	shared_buffers = $SHARED_BUFFERS
+	autovacuum = off
+	synchronous_commit = off
+	max_wal_size = 4GB
+	checkpoint_timeout = 1h
+	max_parallel_workers_per_gather = 0
+	synchronize_seqscans = on
+	jit = off
+	pg_cache_ext.scan_budget = ${SCAN_BUDGET_MB}MB
+	EOF
+	pg_start
+	q_db postgres "CREATE DATABASE bench" >/dev/null
+	"$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -i -q -s "$SCALE" -I dtgvp bench 2>&1 |
+		grep -v '^ *[0-9]* of' >&2 || true
+	q "CREATE TABLE scan_t (id int, pad text) WITH (autovacuum_enabled = off, fillfactor = 90)"
+	q "INSERT INTO scan_t SELECT g, repeat(md5(g::text), 50) FROM generate_series(1, $((SCAN_MB * 1024 * 1024 / 8192 * 4))) g"
+	q "VACUUM (FREEZE, ANALYZE) scan_t"; q "VACUUM (FREEZE, ANALYZE) pgbench_accounts"; q "CHECKPOINT"
+	q "CREATE EXTENSION pg_cache_ext"; q "CREATE EXTENSION pg_prewarm"
+	echo "$DATASET_ID" > "$PGDATA/pce_bench_dataset"
+	pg_stop
+}
+[ -f "$PGDATA/pce_bench_dataset" ] && [ "$(cat "$PGDATA/pce_bench_dataset")" = "$DATASET_ID" ] || build_dataset
+loader_load
+pg_start
+
+NACC=$((SCALE * 100000))
+printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n' \
+	"$NACC" > "$OUT/oltp_zipf.sql"
+pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
+now() { date +%s.%N; }
+stat_pce() { q "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = '$1'), 0)" 2>/dev/null || echo 0; }
+cached_mb() { q "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
+
+# A loop of one kind of scan until $3 (epoch s): each completed scan's
+# duration (s) on a line of $2.
+scan_loop() {
+	local kind=$1 out=$2 deadline=$3 t0
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		t0=$(now)
+		case "$kind" in
+			count) PGAPPNAME=pce_scan timeout $((deadline - $(date +%s) + 1)) \
+				"$PGBIN/psql" -X -q -At -h "$SOCK_DIR" -p "$PGPORT" -U postgres -d bench \
+				-c "SELECT count(*) FROM scan_t" >/dev/null 2>&1 || break ;;
+			dump) timeout $((deadline - $(date +%s) + 1)) "$PGBIN/pg_dump" -h "$SOCK_DIR" -p "$PGPORT" \
+				-U postgres -t scan_t -f /dev/null bench 2>/dev/null || break ;;
+			vacuum) sleep 5; t0=$(now); PGAPPNAME=pce_scan timeout $((deadline - $(date +%s) + 1)) \
+				"$PGBIN/psql" -X -q -h "$SOCK_DIR" -p "$PGPORT" -U postgres -d bench \
+				-c "VACUUM scan_t" >/dev/null 2>&1 || break ;;
+		esac
+		echo "$(now) $t0" | awk '{ printf "%.1f\n", $1 - $2 }' >> "$out"
+		[ "$kind" = vacuum ] && break
+	done
+	return 0
+}
+
+median() { sort -n "$1" 2>/dev/null | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
+
+# One window: $1 config (a, b, r), $2 round, $3 pgbench rate (r) or "".
+run_phase() {
+	local cfg=$1 round=$2 rate=$3 dir="$OUT/$1-r$2" t_start deadline pids=""
+	mkdir -p "$dir"
+	set_mode "$([ "$cfg" = a ] && echo off || echo stock)"
+	# 5% of the scanned table updated (outside the window), then a clean start
+	q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
+	q "CHECKPOINT" >/dev/null
+	evict_cluster_cache
+	q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
+	pgb -c "$CLIENTS" -j "$CLIENTS" -T "$WARM" -f "$OUT/oltp_zipf.sql" >/dev/null 2>&1
+	local ref0 rd0 drop0 for0
+	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
+	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
+	t_start=$(date +%s); deadline=$((t_start + DUR))
+	log "window $cfg round $round${rate:+ (OLTP at -R $rate)}: start"
+	scan_loop count "$dir/count.s" "$deadline" & pids="$pids $!"
+	( sleep 2; scan_loop count "$dir/count.s" "$deadline" ) & pids="$pids $!"
+	( sleep 1; scan_loop dump "$dir/dump.s" "$deadline" ) & pids="$pids $!"
+	scan_loop vacuum "$dir/vacuum.s" "$deadline" & pids="$pids $!"
+	( while [ "$(date +%s)" -lt "$deadline" ]; do
+		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t)"; sleep 1
+	  done > "$dir/held.dat" ) & pids="$pids $!"
+	BG_PIDS=$pids
+	( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \
+		-f "$OUT/oltp_zipf.sql" > pgbench.out 2> pgbench.err ) || log "pgbench failed: $dir/pgbench.err"
+	# a scan whose psql timed out goes on in its backend: cancel them all, so
+	# that none runs into the next window
+	q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()
+	   AND (application_name IN ('pce_scan', 'pg_dump') OR query ~* '^(VACUUM|COPY)')" >/dev/null 2>&1 || true
+	for p in $pids; do wait "$p" 2>/dev/null || true; done
+	BG_PIDS=""
+	local tps p99 ref rd hot held_max scan_end
+	tps=$(awk '/^tps/ { printf "%.0f", $3; exit }' "$dir/pgbench.out")
+	p99=$(cat "$dir"/oltp.* | awk '{ print $3 }' | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int(NR * 0.99)] / 1000 }')
+	ref=$(($(memstat "$MEMCG" workingset_refault_file) - ref0)); rd=$((($(blk_read_bytes) - rd0) >> 20))
+	hot=$(q "SELECT round(100.0 * sum(cached_bytes) / sum(total_bytes), 1) FROM
+		(SELECT * FROM cache_ext_relation_cache('pgbench_accounts')
+		 UNION ALL SELECT * FROM cache_ext_relation_cache('pgbench_accounts_pkey')) s")
+	held_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$dir/held.dat")
+	scan_end=$(cached_mb scan_t)
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
+		"$(median "$dir/count.s")" "$(median "$dir/dump.s")" "$(cat "$dir/dump.s" 2>/dev/null | wc -l)" \
+		"$(cat "$dir/vacuum.s" 2>/dev/null || echo -)" "$(cat "$dir/count.s" 2>/dev/null | wc -l)" \
+		"$held_max" "$scan_end" "$ref" "$rd" \
+		"$((($(stat_pce bytes_dropped) - drop0) >> 20))" "$(($(stat_pce folios_added_for_scan) - for0))" \
+		| tee -a "$OUT/results.tsv"
+	LAST_TPS=$tps
+}
+
+printf 'cfg\tround\tTPS\tp99_ms\thot_%%\tcount_s(median)\tdump_s(median)/n\tvacuum_s/counts_n\tscan_MB_max\tscan_MB_end\trefaults\tread_MB\tdropped_MB\tfor_scan_folios\n' \
+	| tee "$OUT/results.tsv"
+for round in $(seq 1 "$ROUNDS"); do
+	if [ $((round % 2)) = 1 ]; then
+		run_phase a "$round" ""; A_TPS=$LAST_TPS; run_phase b "$round" ""
+	else
+		run_phase b "$round" ""; run_phase a "$round" ""; A_TPS=$LAST_TPS
+	fi
+	run_phase r "$round" "$A_TPS"
+done
+cat > "$OUT/params.env" <<EOF
+rounds=$ROUNDS duration_s=$DUR clients=$CLIENTS scale=$SCALE scan_table_mb=$SCAN_MB
+cgroup_limit_mb=$LIMIT_MB shared_buffers=$SHARED_BUFFERS scan_budget_mb=$SCAN_BUDGET_MB
+throttle_read_iops=$THROTTLE_IOPS throttle_read_mbps=$THROTTLE_MBPS kernel=$(uname -r) cpus=$(nproc)
+EOF
+log "results: $OUT/results.tsv"

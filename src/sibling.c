@@ -1,0 +1,290 @@
+/*-------------------------------------------------------------------------
+ *
+ * sibling.c
+ *		Sibling scanners share what one of them read: the stock-kernel
+ *		evictor keeps a scan page while a live marked reader of the same
+ *		relation has yet to read it.
+ *
+ * Two count(*) of one table (synchronized scans: the second joins the
+ * first where it is, and both then move together, one reading from disk
+ * and the other from the cache moments later), a pg_dump's COPY behind a
+ * count(*), or a VACUUM beside them: each page one of them brings in is
+ * read by the others next.  Dropping it as soon as the budget is exceeded
+ * makes the others read it again from disk.
+ *
+ * Where each marked process reads is recorded by the tracker's read
+ * tracepoint (mm_filemap_get_pages, Linux 6.10+, in the reading process,
+ * also for reads served from the cache) in the pinned map scan_positions:
+ * the file and the last page of its latest read, keyed like scan_pids.
+ * No PostgreSQL structure is needed, so this holds for every kind of
+ * marked reader (a SeqScan, COPY TO, VACUUM, the parallel workers of one
+ * scan, each with its own position), and whether or not they are
+ * synchronized.
+ *
+ * Once per round, pce_sibling_refresh() reads the positions of the
+ * processes whose mark is live (the same start time; positions of
+ * processes no longer marked are removed, positions older than
+ * POSITION_MAX_AGE_MS ignored) and turns each into a page number within
+ * its relation fork (segment * pages per segment + page), kept per relation
+ * fork it reads (a few: VACUUM reads the heap, the visibility map and the
+ * indexes in turn).  The first position seen for a marked statement in a
+ * relation fork is taken as where it started there: a
+ * synchronized scan starts in the middle, reads to the end, and wraps
+ * around to its start.  A reader at pos that started at first has yet to
+ * read the pages after pos, and, before it wrapped, those before first.
+ *
+ * The evictor (evictor.c) asks pce_sibling_needs() before it drops an
+ * extent over the budget, and keeps the oldest ones that a reader still
+ * needs, up to one budget more (HOLD_CAP_FACTOR), so that the scans' pages
+ * never exceed twice the budget.  Extents no live reader needs any more
+ * are the oldest, so they go first.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "pg_cache_ext_int.h"
+
+/* readers followed at once (more are ignored: their pages are not held) */
+#define MAX_READERS				128
+/*
+ * a position not updated for this long is a reader that stopped reading (a
+ * cursor left open): what it would need is left to the budget again
+ */
+#define POSITION_MAX_AGE_MS		60000
+
+/*
+ * Where a reader is in one relation fork.  A reader may move between
+ * files (VACUUM reads the heap, its visibility map and its indexes in
+ * turn): each keeps its own position and start.
+ */
+typedef struct ReaderPlace
+{
+	PceRelationFile rel;		/* segno 0: positions are relation-wide */
+	uint64		pos;			/* last page read, in the relation fork */
+	uint64		first;			/* first position seen for this statement */
+	uint64		used;			/* refresh count when last updated (0: free) */
+} ReaderPlace;
+
+#define PLACES_PER_READER		4
+
+typedef struct SiblingReader
+{
+	__u32		pid;
+	uint64		start_ticks;
+	uint64		marked_at_us;	/* which statement of that process */
+	ReaderPlace places[PLACES_PER_READER];
+	bool		seen;			/* found by the latest refresh */
+} SiblingReader;
+
+static bool same_relation(const PceRelationFile *a, const PceRelationFile *b);
+
+static SiblingReader readers[MAX_READERS];
+static int	nreaders = 0;
+static int	positions_fd = -1;
+static uint64 positions_generation = 0;
+static uint64 refreshes = 0;
+
+/* The place of r in relation fork rel: its own, else a free one, else the oldest. */
+static ReaderPlace *
+reader_place(SiblingReader *r, const PceRelationFile *rel, bool *fresh)
+{
+	ReaderPlace *oldest = &r->places[0];
+
+	for (int i = 0; i < PLACES_PER_READER; i++)
+	{
+		ReaderPlace *p = &r->places[i];
+
+		if (p->used != 0 && same_relation(&p->rel, rel))
+		{
+			*fresh = false;
+			return p;
+		}
+		if (p->used < oldest->used)
+			oldest = p;
+	}
+	*fresh = true;
+	return oldest;
+}
+
+/* a file named as the kernel encodes it (major << 20 | minor) */
+PceFileKey
+pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation)
+{
+	PceFileKey	key;
+
+	memset(&key, 0, sizeof(key));
+	key.dev = makedev(dev >> 20, dev & 0xfffff);
+	key.ino = ino;
+	key.generation = generation;
+	return key;
+}
+
+/* OS pages of one segment of a relation fork (1 GB by default) */
+static uint64
+pages_per_segment(void)
+{
+	return (uint64) RELSEG_SIZE * BLCKSZ / (uint64) sysconf(_SC_PAGESIZE);
+}
+
+static bool
+same_relation(const PceRelationFile *a, const PceRelationFile *b)
+{
+	return a->dir == b->dir && a->relfilenode == b->relfilenode && a->fork == b->fork;
+}
+
+/* The pinned positions map, (re)opened with the maps; -1 if absent. */
+static int
+positions_map(void)
+{
+	if (positions_fd >= 0 && positions_generation == pce_maps_generation())
+		return positions_fd;
+	if (positions_fd >= 0)
+		close(positions_fd);
+	positions_fd = pce_pin_open(PCE_PIN_SCAN_POSITIONS);
+	positions_generation = pce_maps_generation();
+	return positions_fd;
+}
+
+static SiblingReader *
+reader_slot(__u32 pid, uint64 start_ticks)
+{
+	for (int i = 0; i < nreaders; i++)
+		if (readers[i].pid == pid && readers[i].start_ticks == start_ticks)
+			return &readers[i];
+	if (nreaders >= MAX_READERS)
+		return NULL;
+	memset(&readers[nreaders], 0, sizeof(SiblingReader));
+	readers[nreaders].pid = pid;
+	readers[nreaders].start_ticks = start_ticks;
+	return &readers[nreaders++];
+}
+
+/* Take one position of the map in; false if it is to be removed. */
+static bool
+take_position(int fd, __u32 pid, uint64 now_ns)
+{
+	struct pce_scan_position pos;
+	struct pce_scan_mark mark;
+	PceFileKey	key;
+	PceRelationFile rel;
+	SiblingReader *r;
+	ReaderPlace *place;
+	bool		fresh;
+	uint64		page;
+
+	if (bpf_map_lookup_elem(fd, &pid, &pos) != 0)
+		return true;			/* gone meanwhile */
+	if (!pce_map_read_mark(pid, &mark) || mark.proc_start_ticks != pos.proc_start_ticks)
+		return false;			/* its process no longer scans */
+	if (now_ns > pos.updated_ns &&
+		now_ns - pos.updated_ns > (uint64) POSITION_MAX_AGE_MS * 1000000)
+		return true;
+	key = pce_file_key_from_kernel(pos.dev, pos.ino, pos.generation);
+	if (!pce_file_index_lookup(&key) || !pce_file_index_relation(&key, &rel))
+		return true;			/* not a relation file (WAL, a temporary file) */
+	page = rel.segno * pages_per_segment() + pos.index;
+	rel.segno = 0;
+	r = reader_slot(pid, pos.proc_start_ticks);
+	if (!r)
+		return true;
+	if (r->marked_at_us != mark.marked_at_us)
+	{
+		/* a new statement: it starts afresh everywhere */
+		memset(r->places, 0, sizeof(r->places));
+		r->marked_at_us = mark.marked_at_us;
+	}
+	place = reader_place(r, &rel, &fresh);
+	if (fresh)
+	{
+		place->rel = rel;
+		place->first = page;	/* it starts here */
+	}
+	place->pos = page;
+	place->used = refreshes;
+	r->seen = true;
+	return true;
+}
+
+/*
+ * Read the positions of the live marked readers (once per evictor round);
+ * remove those of processes no longer marked.
+ */
+void
+pce_sibling_refresh(void)
+{
+	int			fd = positions_map();
+	__u32		prev,
+				next;
+	__u32	   *prevp = NULL;
+	struct timespec ts;
+	uint64		now_ns;
+	int			kept = 0;
+
+	refreshes++;
+	for (int i = 0; i < nreaders; i++)
+		readers[i].seen = false;
+	if (fd >= 0)
+	{
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now_ns = (uint64) ts.tv_sec * 1000000000 + ts.tv_nsec;
+		while (bpf_map_get_next_key(fd, prevp, &next) == 0)
+		{
+			if (!take_position(fd, next, now_ns))
+			{
+				(void) bpf_map_delete_elem(fd, &next);
+				continue;		/* the walk goes on from prev */
+			}
+			prev = next;
+			prevp = &prev;
+		}
+	}
+	for (int i = 0; i < nreaders; i++)
+		if (readers[i].seen)
+			readers[kept++] = readers[i];
+	nreaders = kept;
+}
+
+/* Has a reader at p yet to read some page of [from, to) of its relation fork? */
+static bool
+place_needs(const ReaderPlace *p, uint64 from, uint64 to)
+{
+	bool		wrapped = p->pos < p->first;
+
+	/* ahead of it: after its position, and, before it wrapped, before its start */
+	if (wrapped)
+		return to - 1 > p->pos && from < p->first;
+	return to - 1 > p->pos || from < p->first;
+}
+
+/*
+ * Does a live marked reader of the relation fork of file have yet to read
+ * some of its pages start .. start + npages - 1?
+ */
+bool
+pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages)
+{
+	PceRelationFile rel;
+	uint64		from;
+
+	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
+		return false;
+	from = rel.segno * pages_per_segment() + start;
+	rel.segno = 0;
+	for (int i = 0; i < nreaders; i++)
+		for (int k = 0; k < PLACES_PER_READER; k++)
+		{
+			const ReaderPlace *p = &readers[i].places[k];
+
+			if (p->used != 0 && same_relation(&p->rel, &rel) &&
+				place_needs(p, from, from + npages))
+				return true;
+		}
+	return false;
+}

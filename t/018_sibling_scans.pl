@@ -1,0 +1,176 @@
+# 018_sibling_scans.pl
+#	The scans' side of the bargain (issue 16), stock mechanism:
+#	- sibling scanners share what one read: a synchronized scan behind
+#	  another (here a cursor, so that its lag is known) finds the pages the
+#	  first brought in still cached, instead of reading them from disk
+#	  again, while the table's page cache stays within the budget, the
+#	  hold (one budget more) and one batch;
+#	- pages the checkpointer writes back for a scan (hint bits the first
+#	  scan after a bulk load set) count against the scan
+#	  (folios_added_for_scan) and leave the cache with its other pages.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use PceTest;
+
+my $budget_mb = 16;
+my $mb = 1024 * 1024;
+my $page = 4096;
+
+# positions come from the read tracepoint (Linux 6.10+)
+open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or plan skip_all => 'no kernel BTF';
+my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
+close $btf;
+plan skip_all => 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
+  unless $has_read_tp;
+
+my ($node, $s) = stock_node('sibling_scans',
+	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'autovacuum' => 'off',
+	'synchronize_seqscans' => 'on',
+	'max_parallel_workers_per_gather' => 0);
+
+sub cached_mb { return relation_cached_mb($node, @_); }
+
+# bytes the follower's process, and the I/O workers of 18+ that may read
+# for it, made the kernel read from storage (readahead included), from
+# /proc/<pid>/io read by the follower's backend itself
+sub disk_read_bytes
+{
+	my ($session, @pids) = @_;
+	my $sum = 0;
+	for my $pid ('self', @pids)
+	{
+		my $io = $session->query_safe("SELECT pg_read_file('/proc/$pid/io')");
+		die "no read_bytes in /proc/$pid/io: $io" unless $io =~ /^read_bytes:\s+(\d+)/m;
+		$sum += $1;
+	}
+	return $sum;
+}
+
+sub stats_line
+{
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
+		  . "WHERE name ~ 'tracked|dropped|waiting|held|added|records|not_found'");
+}
+
+# ---- a synchronized scan behind another reads from the cache ----
+# ~210 MB, frozen (no hint bits to set: part two is about those)
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE big AS SELECT g, repeat('b', 400) AS pad FROM generate_series(1, 450000) g;
+	VACUUM FREEZE big; CHECKPOINT;
+});
+my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
+my $rows_per_mb = 450000 / ($size / $mb);
+cmp_ok($size, '>', 150 * $mb, sprintf('the table is over 150 MB (%.0f MB)', $size / $mb));
+root('drop-caches');
+
+# The follower: a synchronized scan that has read its first rows and waits.
+my $follower = $node->background_psql('postgres', on_error_stop => 0);
+$follower->query_safe('SET pg_cache_ext.scan = on');
+$follower->query_safe('BEGIN; DECLARE c NO SCROLL CURSOR FOR SELECT g FROM big');
+$follower->query_safe('FETCH 1 FROM c');
+
+# The leader: a count(*) that joins it (synchronize_seqscans) and reads the
+# whole table from disk; the table's page cache sampled meanwhile.
+my $before = tracker_counts($node);
+my $leader = $node->background_psql('postgres', on_error_stop => 0);
+$leader->query_safe('SET pg_cache_ext.scan = on');
+$leader->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM big;\n\\echo done\n");
+my $peak = 0;
+my $t0 = time;
+while (time - $t0 < 120)
+{
+	my $c = cached_mb('big');
+	$peak = $c if $c > $peak;
+	last if $leader->{stdout} =~ /done/;
+	$leader->{run}->pump_nb;
+	usleep(100_000);
+}
+my $scan_s = time - $t0;
+$leader->quit;
+ok(worker_settled($node, 2 * $budget_mb, 20, $before), 'the worker caught up with the leader');
+my $held = stat_value($node, 'bytes_held_for_siblings');
+my $after_leader = cached_mb('big');
+note(sprintf('leader: %.1f s, peak %.1f MB cached, %.1f MB after, %.1f MB held; %s',
+	$scan_s, $peak, $after_leader, $held / $mb, stats_line()));
+# one batch: what the leader reads in one 100 ms round of the worker
+my $batch_mb = ($size / $mb) / ($scan_s > 0.1 ? $scan_s : 0.1) * 0.1 + 1;
+cmp_ok($peak, '<=', 2 * $budget_mb + $batch_mb,
+	sprintf('the table never held more than budget + hold + one batch (%.1f MB <= %.1f MB)',
+		$peak, 2 * $budget_mb + $batch_mb));
+cmp_ok($held, '>=', $budget_mb / 2 * $mb,
+	sprintf('pages the follower has yet to read are held for it (%.1f MB)', $held / $mb));
+
+# The follower reads the next 12 MB: from the cache, not from disk (what
+# its process, and the I/O workers of 18+ that may read for it, read from
+# storage, readahead included: /proc/<pid>/io).
+my @io_workers = split /\n/, $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
+my $read_before = disk_read_bytes($follower, @io_workers);
+$follower->query_safe(sprintf('MOVE FORWARD %d IN c', int(12 * $rows_per_mb)));
+my $reread_mb = disk_read_bytes($follower, @io_workers) - $read_before;
+$reread_mb /= $mb;
+cmp_ok($reread_mb, '<=', 3,
+	sprintf('the follower read what the leader brought in from the cache (%.1f MB of 12 MB from disk)',
+		$reread_mb));
+
+# Once it is done, what was held goes first.
+$follower->query_safe('COMMIT');
+$follower->quit;
+ok(wait_until(sub { stat_value($node, 'bytes_held_for_siblings') == 0
+	  && cached_mb('big') <= $budget_mb + 1 }, 10),
+	sprintf('with no sibling left, the table is back within the budget (%.1f MB)', cached_mb('big')));
+
+# ---- write-back for a scan counts against it ----
+# A scan of a table smaller than a quarter of shared_buffers uses no ring:
+# the hint bits it sets leave its pages dirty in shared_buffers, and the
+# checkpointer writes them back, into pages the evictor had dropped.
+$node->append_conf('postgresql.conf', "shared_buffers = 320MB\n");
+$node->restart;
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE loaded AS SELECT g, repeat('l', 250) AS pad FROM generate_series(1, 250000) g;
+	CHECKPOINT;
+});
+my $loaded = $node->safe_psql('postgres', "SELECT pg_relation_size('loaded')");
+note(sprintf('loaded: %.1f MB', $loaded / $mb));
+root('drop-caches');
+# a live marked reader of the table while the checkpoint runs (as the
+# benchmark's count(*) loops are)
+my $reader = $node->background_psql('postgres', on_error_stop => 0);
+$reader->query_safe('SET pg_cache_ext.scan = on');
+$reader->query_safe('BEGIN; DECLARE r NO SCROLL CURSOR FOR SELECT g FROM loaded');
+$reader->query_safe('FETCH 1 FROM r');
+$before = tracker_counts($node);
+my $for_scan = stat_value($node, 'folios_added_for_scan');
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM loaded');
+worker_settled($node, 2 * $budget_mb, 20, $before);
+note(sprintf('after the scan: %.1f MB cached; %s', cached_mb('loaded'), stats_line()));
+my $other = stat_value($node, 'folios_added_other');
+$node->safe_psql('postgres', 'CHECKPOINT');
+my $for_scan_folios = stat_value($node, 'folios_added_for_scan') - $for_scan;
+my $other_folios = stat_value($node, 'folios_added_other') - $other;
+my $counted_mb = $for_scan_folios * $page / $mb;
+note(sprintf('after the checkpoint: %.1f MB cached; of %d folios unmarked processes (of the whole '
+	  . 'machine) inserted meanwhile, %d were counted for the scan; %s',
+	cached_mb('loaded'), $other_folios, $for_scan_folios, stats_line()));
+# The checkpoint writes what the scan dirtied and the evictor dropped (about
+# 40 MB here): folios of one page at least, often two (8 kB writes), so
+# their count times 4 kB is a lower bound; without the rule it is 0.
+cmp_ok($counted_mb, '>=', 16,
+	sprintf('the checkpoint\'s write-back into pages the evictor had dropped counts as the scan\'s (%d folios, at least %.1f MB)',
+		$for_scan_folios, $counted_mb));
+ok(wait_until(sub { cached_mb('loaded') <= 2 * $budget_mb + 2 }, 30),
+	sprintf('and leaves the cache after its writeback: within budget + hold (%.1f MB)', cached_mb('loaded')))
+  or diag(stats_line());
+$reader->query_safe('COMMIT');
+$reader->quit;
+
+done_testing();
