@@ -68,30 +68,41 @@ init_knobs(struct bpf_map *map)
 }
 
 /*
- * The scan-PID map pinned by an earlier loader must have this loader's
- * layout (PCE_ABI_VERSION): libbpf would refuse to reuse it with a vaguer
- * error.  Nothing is lost by stopping here; --unload starts afresh.
+ * A map pinned by an earlier loader must have this loader's layout: libbpf
+ * would refuse to reuse it with a vaguer error.  The scan marks' size
+ * follows PCE_ABI_VERSION; the counters' number grows with new counters.
+ * Nothing is lost by stopping here; --unload starts afresh.
  */
 static void
-check_pinned_layout(const struct pce_pins *pins)
+check_pinned_map(const struct pce_pins *pins, const char *name, __u32 value_size, __u32 entries)
 {
 	struct bpf_map_info info;
 	__u32		len = sizeof(info);
 	char		path[PATH_MAX];
 	int			fd;
 
-	if (!pce_pin_exists(pins, PCE_PIN_SCAN_PIDS))
+	if (!pce_pin_exists(pins, name))
 		return;
-	fd = bpf_obj_get(pce_pin_path(pins, PCE_PIN_SCAN_PIDS, path, sizeof(path)));
+	fd = bpf_obj_get(pce_pin_path(pins, name, path, sizeof(path)));
 	if (fd < 0)
 		return;					/* the load below says why */
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-		info.value_size != sizeof(struct pce_scan_mark))
-		pce_fail("the maps pinned in \"%s\" have another version's layout (scan marks of %u bytes, "
-				 "this loader's %zu, ABI %d): run pg_cache_ext_loader --unload for this cluster first",
-				 pins->shown, info.value_size, sizeof(struct pce_scan_mark), PCE_ABI_VERSION);
+		((value_size != 0 && info.value_size != value_size) ||
+		 (entries != 0 && info.max_entries != entries)))
+		pce_fail("the maps pinned in \"%s\" have another version's layout (%s: %u entries of %u bytes, "
+				 "this loader's %u of %u, ABI %d): run pg_cache_ext_loader --unload for this cluster first",
+				 pins->shown, name, info.max_entries, info.value_size,
+				 entries ? entries : info.max_entries, value_size ? value_size : info.value_size,
+				 PCE_ABI_VERSION);
 	close(fd);
+}
+
+static void
+check_pinned_layout(const struct pce_pins *pins)
+{
+	check_pinned_map(pins, PCE_PIN_SCAN_PIDS, sizeof(struct pce_scan_mark), 0);
+	check_pinned_map(pins, PCE_PIN_STATS, 0, PCE_STAT__COUNT);
 }
 
 /*
