@@ -219,6 +219,30 @@ for my $try (1 .. 3)
 cmp_ok($percent, '>=', 98,
 	"a 48 MB file outside the data directory read by a wrapped command stays cached ($percent%; budget ${budget_mb} MB)");
 
+# ---- the cgroup named in loader_info is not trusted ----
+# loader_info is writable by the cluster's group: a member could name any
+# path there, and the wrapper writes its PID into <cgroup>/cgroup.procs
+# when the mechanism is cache_ext.  A symlink to a directory with a file of
+# that name, and a path that climbs out of /sys/fs/cgroup, are refused and
+# the file is left as it was.
+my $pins = "/run/pg_cache_ext/pins/" . pin_dir_name($node);
+my $target = "$scratch/victim";
+mkdir $target or die "mkdir: $!";
+PostgreSQL::Test::Utils::append_to_file("$target/cgroup.procs", "precious\n");
+symlink($target, "$scratch/cg-link") or die "symlink: $!";
+my ($old_info) = `$src/test/pce_mark_self loader-info $pins 2 $scratch/cg-link`;
+chomp $old_info;
+my ($old_mech, $old_cgroup) = split / /, $old_info, 2;
+ok(defined $old_mech && $old_mech =~ /^\d+$/, "loader_info rewritten as the cluster's group may ($old_info)");
+for my $evil ("$scratch/cg-link", "/sys/fs/cgroup/../..$scratch/cg-link", "/sys/fs/cgroup/../..$target")
+{
+	system("$src/test/pce_mark_self loader-info $pins 2 '$evil' > /dev/null");
+	IPC::Run::run([ $run, '-D', $datadir, '--', 'true' ], '>', \my $o2, '2>', \my $e2);
+	like($e2, qr/refusing the cluster's cgroup/, "a cgroup path \"$evil\" in loader_info is refused");
+	is(slurp_file("$target/cgroup.procs"), "precious\n", 'and the file it leads to is untouched');
+}
+system("$src/test/pce_mark_self loader-info $pins $old_mech '" . ($old_cgroup // '') . "' > /dev/null");
+
 # ---- bad input: clear errors, status 125 ----
 my ($o, $e);
 IPC::Run::run([ $run, '--', 'true' ], '>', \$o, '2>', \$e, init => sub { delete $ENV{PGDATA} });
