@@ -215,7 +215,8 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 	 * record it refers to.
 	 */
 	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index),
-			   folio_pages(folio), PCE_FOLIO_ADDED);
+			   folio_pages(folio),
+			   reader == PCE_READER_EXTERNAL ? PCE_FOLIO_ADDED_EXTERNAL : PCE_FOLIO_ADDED);
 	if (promote_by_read)
 		remember_chunks(folio, false);
 	else

@@ -31,10 +31,12 @@
  * longer count against the budget, and are skipped when the extent is
  * dropped, so the OLTP load keeps what it has started to use.
  *
- * The records name a file by (device, inode, generation).  Only relation
- * files are tracked, and file_index.c says which those are and opens them
- * (the one rule, and an index kept current without walking the tree on
- * every miss); records of other files (temporary files, WAL) are ignored.
+ * The records name a file by (device, inode, generation).  Relation files
+ * are tracked, and for an external tree's records (a backup's tar) also the
+ * other files of the data directory such as WAL; file_index.c says which
+ * those are and opens them (the one rule, and an index kept current without
+ * walking the tree on every miss); records of other files (temporary
+ * files, files outside the data directory) are ignored.
  * A file that is gone (DROP TABLE, TRUNCATE, a removed segment) took its
  * pages with it: the extent is forgotten and counted.
  *
@@ -351,8 +353,8 @@ record_folio(const struct pce_folio_event *ev)
 	tf = hash_search(tracked_files, &key, HASH_FIND, NULL);
 	if (!tf)
 	{
-		/* the one rule: only relation files are tracked (file_index.c) */
-		if (!pce_file_index_lookup(&key))
+		/* the one rule: relation files, and for external trees more (file_index.c) */
+		if (!pce_file_index_lookup(&key, ev->kind == PCE_FOLIO_ADDED_EXTERNAL))
 			return;
 		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
