@@ -184,20 +184,23 @@ sub round_once
 	$oltp->kill_kill;
 	note("$label: exit $?, stderr: $$err") if $$err ne '';
 	usleep(500_000);
-	note(sprintf("%s: WAL cached after the round: %.1f MB", $label, wal_cached_mb()));
-	return (cached_fraction('hot'), $seen);
+	return (cached_fraction('hot'), $seen, wal_cached_mb());
 }
 
-my ($hot, $seen) = round_with('tar with pg_cache_ext_run', $run, '-D', $datadir, '--', @tar);
+my ($hot, $seen, $wal_mb) = round_with('tar with pg_cache_ext_run', $run, '-D', $datadir, '--', @tar);
 cmp_ok($hot, '>=', 0.95, "with the wrapper the hot table stays cached ($hot)");
+# the WAL the tar read went too: what stays is within the budget, and the
+# segment the server is writing (16 MB)
+cmp_ok($wal_mb, '<=', $budget_mb + 16, "and the WAL it read is not left cached ($wal_mb MB)");
 like($seen, qr/(^|,)tar(,|$)/, "the grandchild tar was marked (cache_ext_scans showed: $seen)");
 like($seen, qr/pg_cache_ext_r/, 'and the wrapper itself');
 is(external_rows(), '', 'no external mark is left once the command ended');
 cmp_ok(stat_value($node, 'folios_added_external'), '>', 0, 'folios_added_external counts the tree');
 cmp_ok(stat_value($node, 'marks_inherited'), '>=', 4, 'the marks were handed down at fork');
 
-($hot, $seen) = round_with('tar alone', @tar);
+($hot, $seen, $wal_mb) = round_with('tar alone', @tar);
 cmp_ok($hot, '<', 0.95, "without the wrapper the same tar pushes the hot table out ($hot)");
+note("without the wrapper $wal_mb MB of WAL stayed cached");
 is($seen, '', 'and nothing was marked');
 
 # ---- the wrapper killed by SIGKILL: the worker drops its tree's marks ----
