@@ -68,6 +68,15 @@
 #define EXTENT_MAX_PAGES	256
 /* times an extent whose clean pages are still cached after a drop is retried */
 #define DROP_RETRIES		5
+/*
+ * records read between two enforcements: at most this share of the budget
+ * (in pages), and never fewer pages than an extent
+ */
+#define ROUND_BUDGET_SHARE	4
+/* rounds of reading and dropping in one call, before the worker's other work */
+#define MAX_ROUNDS			64
+/* what handle_event returns to stop the ring's consumption for a drop */
+#define ROUND_FULL			(-1)
 /* waiting extents looked at per round, and the longest wait for a writeback */
 #define WAITING_CHECKS		64
 #define WAITING_MAX_MS		60000
@@ -110,6 +119,9 @@ static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
 static uint64 waiting_pages = 0;	/* the same, of the extents in waiting */
 static uint64 tracked_extents = 0;
 static long page_size = 4096;
+/* pages recorded since the last enforcement, and how many end a round */
+static uint64 round_pages = 0;
+static uint64 round_max_pages = UINT64_MAX;
 
 static void
 publish_gauges(void)
@@ -445,9 +457,18 @@ handle_event(void *ctx, void *data, size_t size)
 	if (ev->kind == PCE_FOLIO_PROMOTED)
 		promote_folio(ev);
 	else
+	{
 		record_folio(ev);
+		round_pages += ev->nr_pages;
+	}
 	pce_count(PCE_USTAT_RECORDS_READ, 1);
-	return 0;
+	/*
+	 * libbpf's consume goes on as long as new records arrive: a reader as
+	 * fast as this loop would keep it reading, never dropping (the budget
+	 * overrun by hundreds of MB on a busy machine).  So stop after a share
+	 * of the budget (this record is consumed), and drop before reading on.
+	 */
+	return round_pages >= round_max_pages ? ROUND_FULL : 0;
 }
 
 /* ---- interface for the worker ---- */
@@ -504,11 +525,24 @@ pce_evictor_fd(void)
 	return ring ? ring_buffer__epoll_fd(ring) : -1;
 }
 
+/*
+ * Read the records and keep within the budget: rounds of reading a share of
+ * the budget's worth of records, then dropping (pce_evictor_enforce), until
+ * the ring is empty (or MAX_ROUNDS, for the worker's other work; the ring's
+ * fd is still readable then, so the worker comes straight back).
+ */
 void
-pce_evictor_poll(void)
+pce_evictor_run(const PceSettings *settings)
 {
-	if (ring)
-		ring_buffer__consume(ring);
+	for (int round = 0; ring && round < MAX_ROUNDS; round++)
+	{
+		int			consumed = ring_buffer__consume(ring);
+
+		pce_evictor_enforce(settings);
+		if (consumed != ROUND_FULL)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /* Drop the oldest extents until within the settings' budget and age. */
@@ -517,6 +551,10 @@ pce_evictor_enforce(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	TimestampTz now = GetCurrentTimestamp();
+
+	round_pages = 0;
+	round_max_pages = Max(budget_pages / ROUND_BUDGET_SHARE,
+						  (uint64) (EXTENT_MAX_BYTES / page_size));
 
 	check_waiting();
 	while (!dlist_is_empty(&extents))

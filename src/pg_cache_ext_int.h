@@ -252,7 +252,7 @@ extern int	pce_file_index_open(const PceFileKey *key);
 extern bool pce_evictor_start(void);
 extern void pce_evictor_stop(void);
 extern int	pce_evictor_fd(void);
-extern void pce_evictor_poll(void);
+extern void pce_evictor_run(const PceSettings *settings);
 extern void pce_evictor_enforce(const PceSettings *settings);
 extern void pce_evictor_forget_all(void);
 
