@@ -146,7 +146,7 @@ for my $wl (@wl_order) {
 		: $scan eq 'count' ? "one looping count(*) scanner"
 		: $scan eq 'vacuum' ? "looping VACUUM (DISABLE_PAGE_SKIPPING)"
 		: $scan eq 'dump' ? "looping pg_dump -t scan_t"
-		: $scan eq 'tar' ? "looping tar of the data directory's base/ outside the server (b, c: under pg_cache_ext_run)" : $scan;
+		: $scan eq 'tar' ? "looping tar of the whole data directory outside the server (b, c: under pg_cache_ext_run)" : $scan;
 	print "\n== OLTP $dist point SELECTs + $desc ==\n";
 	my $hdr = sprintf "%-26s %8s %6s %6s %7s %7s %7s %6s %9s %7s %7s %9s %6s %8s  %s\n",
 		'config', 'TPS', 'vs a', 'vs z', 'p50 ms', 'p95 ms', 'p99 ms', 'p99/z', 'refaults', 'majflt',

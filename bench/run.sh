@@ -251,7 +251,7 @@ scanner() {
 }
 
 # The backup variant (scan kind "tar"): a reader outside the server, a tar
-# of the data directory's base/ run as postgres in the cluster's cgroups (a
+# of the whole data directory (pg_wal included) run as postgres in the cluster's cgroups (a
 # backup on the database host shares its memory and disk), looping until
 # the deadline.  (b) and (c) wrap it in pg_cache_ext_run; (e) runs it in
 # the scan cgroup instead; (a), (d) and the rest run it as it is.  timeout
@@ -267,7 +267,7 @@ tar_scanner() {
 		# enter the cgroups first, then become postgres (setpriv execs: no process between)
 		sh -c 'echo $$ > "$1/cgroup.procs"; [ -z "$2" ] || echo $$ > "$2/cgroup.procs"; shift 2; exec "$@"' \
 			sh "$cg" "$BLKCG" timeout "$left" setpriv --reuid postgres --regid postgres --init-groups -- \
-			"${wrap[@]}" tar -cf - -C "$PGDATA" base 2>/dev/null | cat > /dev/null && n=$((n + 1))
+			"${wrap[@]}" tar -cf - -C "$PGDATA" . 2>/dev/null | cat > /dev/null && n=$((n + 1))
 	done
 	echo "$n"
 }

@@ -141,6 +141,13 @@ current_knobs(void)
  * attributed (it stays on the main side).  An unmarked backend's insertion
  * costs one hash lookup (scan_pids) as before, and a second (io_workers)
  * only when the server reads through I/O workers (knob io_workers).
+ *
+ * A mark of reason external (a process tree outside the server,
+ * pg_cache_ext_run) is found by the same lookup, and the rule says so
+ * (PCE_READER_EXTERNAL, for the process and its threads alike): the
+ * counters, the tracker's record and the policy take it from there, with no
+ * second lookup.  The fork program keys the marks it hands down by the
+ * same ids (the thread group, as the server sees PIDs).
  */
 enum pce_reader
 {
@@ -148,6 +155,7 @@ enum pce_reader
 	PCE_READER_SELF,			/* the marked process */
 	PCE_READER_THREAD,			/* another thread of it (io_uring's iou-wrk) */
 	PCE_READER_IO_WORKER,		/* an I/O worker performing its I/O */
+	PCE_READER_EXTERNAL,		/* a task of an external tree (any thread) */
 };
 
 /* Error contexts the rule looks through for the I/O handle (the first has it). */
@@ -203,6 +211,20 @@ pid_nr_in_server_ns(struct pid *pid, __u32 ns_ino, __u32 *nr)
 		return false;
 	*nr = (__u32) BPF_CORE_READ(own, nr);
 	return true;
+}
+
+/* A task's thread group ID as the server sees PIDs; false if it cannot see it. */
+static __always_inline bool
+task_tgid_as_server_sees_it(struct task_struct *task, __u32 *tgid)
+{
+	__u32		ns_ino = KNOB(pid_ns_ino);
+
+	if (ns_ino == 0 || ns_ino == PCE_INIT_PID_NS_INO)
+	{
+		*tgid = (__u32) BPF_CORE_READ(task, tgid);
+		return true;
+	}
+	return pid_nr_in_server_ns(BPF_CORE_READ(task, group_leader, thread_pid), ns_ino, tgid);
 }
 
 /* The current task's thread ID and thread group ID, as the server sees PIDs. */
@@ -348,6 +370,8 @@ current_reader(void)
 	{
 		if (!task_matches_mark(mark))
 			return PCE_READER_NONE;
+		if (mark->reason == PCE_REASON_EXTERNAL)
+			return PCE_READER_EXTERNAL;
 		return tid == tgid ? PCE_READER_SELF : PCE_READER_THREAD;
 	}
 	if (KNOB(io_workers) && io_worker_reads_for_scan(tgid))
@@ -362,16 +386,6 @@ current_task_is_scan(void)
 	return current_reader() != PCE_READER_NONE;
 }
 
-/* The current task's mark, when it is a live mark of an external tree. */
-static __always_inline bool
-current_task_is_external(void)
-{
-	__u32		tid = (__u32) bpf_get_current_pid_tgid();
-	struct pce_scan_mark *mark = bpf_map_lookup_elem(&scan_pids, &tid);
-
-	return mark && mark->reason == PCE_REASON_EXTERNAL && task_matches_mark(mark);
-}
-
 /* Count an insertion by reader (both mechanisms count the same way). */
 static __always_inline void
 count_insertion(enum pce_reader reader)
@@ -382,9 +396,9 @@ count_insertion(enum pce_reader reader)
 		return;
 	}
 	stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN);
-	if (reader != PCE_READER_IO_WORKER && current_task_is_external())
+	if (reader == PCE_READER_EXTERNAL)
 		stat_inc(PCE_STAT_FOLIOS_ADDED_EXTERNAL);
-	if (reader == PCE_READER_IO_WORKER)
+	else if (reader == PCE_READER_IO_WORKER)
 		stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN_BY_IO_WORKER);
 	else if (reader == PCE_READER_THREAD)
 		stat_inc(PCE_STAT_FOLIOS_ADDED_SCAN_BY_IO_THREAD);
@@ -398,29 +412,39 @@ task_start_ticks(struct task_struct *task)
 }
 
 /*
- * A new task (process or thread) whose parent carries an external mark
- * gets a copy of it, with its own start time: so a wrapped command's
- * children, grandchildren and threads are marked from their first
- * instruction, whenever they are started.  Marks of other reasons are not
- * copied: what a backend forks (archive_command, COPY ... PROGRAM) is not
- * its scan.  Runs in the parent's context (sched_process_fork), after the
- * child's start time is set.
+ * A new process whose parent carries an external mark gets a copy of it,
+ * with its own start time: so a wrapped command's children and
+ * grandchildren are marked from their first instruction, whenever they are
+ * started.  A new thread needs nothing: its process's mark covers it (the
+ * rule looks marks up by thread group).  Parent and child are keyed as
+ * current_reader() looks them up: by thread group ID as the server sees
+ * PIDs (so a wrapper inside the server's container works), and the
+ * parent's mark is checked against its process's start time.  Marks of
+ * other reasons are not copied: what a backend forks (archive_command,
+ * COPY ... PROGRAM) is not its scan.  Runs in the parent's context
+ * (sched_process_fork), after the child's PID and start time are set.
  */
 static __always_inline void
 inherit_external_mark(struct task_struct *parent, struct task_struct *child)
 {
-	__u32		parent_tid = BPF_CORE_READ(parent, pid);
-	__u32		child_tid = BPF_CORE_READ(child, pid);
-	struct pce_scan_mark *mark = bpf_map_lookup_elem(&scan_pids, &parent_tid);
+	__u32		parent_tgid,
+				child_tgid;
+	struct pce_scan_mark *mark;
 	struct pce_scan_mark copy;
 
+	if (BPF_CORE_READ(child, group_leader) != child)
+		return;					/* a thread: its process is marked */
+	if (!task_tgid_as_server_sees_it(parent, &parent_tgid) ||
+		!task_tgid_as_server_sees_it(child, &child_tgid))
+		return;
+	mark = bpf_map_lookup_elem(&scan_pids, &parent_tgid);
 	if (!mark || mark->reason != PCE_REASON_EXTERNAL)
 		return;
-	if (mark->proc_start_ticks != task_start_ticks(parent))
+	if (mark->proc_start_ticks != task_start_ticks(BPF_CORE_READ(parent, group_leader)))
 		return;					/* a stale mark of a reused PID */
 	copy = *mark;
 	copy.proc_start_ticks = task_start_ticks(child);
-	if (bpf_map_update_elem(&scan_pids, &child_tid, &copy, BPF_ANY) == 0)
+	if (bpf_map_update_elem(&scan_pids, &child_tgid, &copy, BPF_ANY) == 0)
 		stat_inc(PCE_STAT_MARKS_INHERITED);
 }
 

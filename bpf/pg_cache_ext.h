@@ -250,13 +250,16 @@ pce_knobs_defaults(struct pce_knobs *k)
  * One record in the folio_events ring buffer: a folio a marked PID brought
  * into the page cache (PCE_FOLIO_ADDED), or a folio so recorded that a task
  * that is not scanning has since touched (PCE_FOLIO_PROMOTED: the evictor
- * keeps its pages).  dev is the kernel's internal dev_t encoding
- * (major << 20 | minor).
+ * keeps its pages), or a folio a task of an external tree brought in
+ * (PCE_FOLIO_ADDED_EXTERNAL: the evictor tracks more of the cluster's files
+ * for those, src/file_index.c).  dev is the kernel's internal dev_t
+ * encoding (major << 20 | minor).
  */
 enum pce_folio_event_kind
 {
 	PCE_FOLIO_ADDED = 0,
 	PCE_FOLIO_PROMOTED = 1,
+	PCE_FOLIO_ADDED_EXTERNAL = 2,
 };
 
 struct pce_folio_event

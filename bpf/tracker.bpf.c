@@ -448,7 +448,8 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 	 * once the entry exists, so it always reaches the evictor after the
 	 * record it refers to.
 	 */
-	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio), PCE_FOLIO_ADDED);
+	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio),
+			   reader == PCE_READER_EXTERNAL ? PCE_FOLIO_ADDED_EXTERNAL : PCE_FOLIO_ADDED);
 	remember_scan_folio(folio);
 	mark = current_reader_mark(&pid);
 	if (mark)

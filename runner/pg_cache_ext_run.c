@@ -42,9 +42,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <linux/types.h>
 
 #include <bpf/bpf.h>
@@ -344,6 +348,18 @@ open_scan_map(struct pce_loader_info *li, char *why, size_t whylen)
 	return ok;
 }
 
+/* openat2(2): glibc 2.36 has no wrapper; -1 with errno (ENOSYS before 5.6) */
+static int
+run_openat2(int dirfd, const char *path, int flags, unsigned long long resolve)
+{
+	struct open_how how;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (unsigned long long) (flags | O_CLOEXEC);
+	how.resolve = resolve;
+	return (int) syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
 /* Now as a PostgreSQL timestamp (microseconds since 2000-01-01). */
 static __u64
 pg_now_us(void)
@@ -429,22 +445,80 @@ check_child_marked(pid_t pid)
 			 "attached? (rerun pg_cache_ext_loader)", (int) pid);
 }
 
+/* where cgroup v2 is mounted; the loader names a cgroup below it */
+#define CGROUP_ROOT			"/sys/fs/cgroup"
+
+/*
+ * Open the cgroup directory li->cgroup names, and nothing else: the name
+ * comes from loader_info, which the cluster's group can write, so it is
+ * resolved below an fd of CGROUP_ROOT, following no symlink (nor "..",
+ * nor /proc magic links), and what was opened must be a cgroup v2
+ * directory.  Returns its fd, or -1 with why filled.
+ */
+static int
+open_policy_cgroup(const char *cgroup, char *why, size_t whylen)
+{
+	size_t		rootlen = strlen(CGROUP_ROOT);
+	struct statfs fs;
+	int			rootfd,
+				fd;
+
+	if (strncmp(cgroup, CGROUP_ROOT "/", rootlen + 1) != 0)
+	{
+		snprintf(why, whylen, "it is not below %s", CGROUP_ROOT);
+		return -1;
+	}
+	rootfd = run_openat2(AT_FDCWD, CGROUP_ROOT, O_PATH | O_DIRECTORY,
+						 RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	fd = rootfd < 0 ? -1 :
+		run_openat2(rootfd, cgroup + rootlen + 1, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+					RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	if (fd < 0)
+		snprintf(why, whylen, "%s", errno == ELOOP ? "it goes through a symbolic link" :
+				 errno == EXDEV ? "it leads outside " CGROUP_ROOT : strerror(errno));
+	else if (fstatfs(fd, &fs) != 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+	{
+		snprintf(why, whylen, "it is not a cgroup v2 directory");
+		close(fd);
+		fd = -1;
+	}
+	if (rootfd >= 0)
+		close(rootfd);
+	return fd;
+}
+
 /*
  * Under cache_ext the policy sees only the page cache of the cluster's
  * cgroup: a reader elsewhere is charged to its own cgroup and its pages
  * never reach the policy's scan list.  Join the cluster's cgroup when this
- * user may (a delegated cgroup); else say so.
+ * user may (a delegated cgroup); else say so.  Not as root: the cgroup's
+ * name is the cluster group's to write, and root needs no protection from
+ * the wrapper (run it as the cluster's OS user).
  */
 static void
 join_policy_cgroup(const struct pce_loader_info *li)
 {
-	char		path[sizeof(li->cgroup) + 32];
-	int			fd;
+	char		why[256];
+	int			dfd,
+				fd = -1;
 
-	if (li->mechanism != PCE_MECH_CACHE_EXT || li->cgroup[0] != '/')
+	if (li->mechanism != PCE_MECH_CACHE_EXT || li->cgroup[0] == '\0')
 		return;
-	snprintf(path, sizeof(path), "%s/cgroup.procs", li->cgroup);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (geteuid() == 0)
+	{
+		warn("running as root: the cluster's cgroup %s, named in a map the cluster's group can "
+			 "write, is not joined; run this as the cluster's OS user (runuser -u postgres -- ...)",
+			 li->cgroup);
+		return;
+	}
+	dfd = open_policy_cgroup(li->cgroup, why, sizeof(why));
+	if (dfd < 0)
+	{
+		warn("refusing the cluster's cgroup \"%s\" from loader_info: %s", li->cgroup, why);
+		return;
+	}
+	fd = openat(dfd, "cgroup.procs", O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
 	if (fd >= 0 && dprintf(fd, "%d\n", (int) getpid()) > 0)
 	{
 		close(fd);

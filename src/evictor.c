@@ -38,10 +38,12 @@
  * longer count against the budget, and are skipped when the extent is
  * dropped, so the OLTP load keeps what it has started to use.
  *
- * The records name a file by (device, inode, generation).  Only relation
- * files are tracked, and file_index.c says which those are and opens them
- * (the one rule, and an index kept current without walking the tree on
- * every miss); records of other files (temporary files, WAL) are ignored.
+ * The records name a file by (device, inode, generation).  Relation files
+ * are tracked, and for an external tree's records (a backup's tar) also the
+ * other files of the data directory such as WAL; file_index.c says which
+ * those are and opens them (the one rule, and an index kept current without
+ * walking the tree on every miss); records of other files (temporary
+ * files, files outside the data directory) are ignored.
  * A file that is gone (DROP TABLE, TRUNCATE, a removed segment) took its
  * pages with it: the extent is forgotten and counted.
  *
@@ -73,15 +75,18 @@
 #define EXTENT_MAX_PAGES	256
 /*
  * One batch: the scan pages the worker reads from the ring between two
- * enforcements of the budget.  The ring is drained in batches, so that a
- * backlog (the worker woke late, or a scan outran it) is dropped as it is
- * read, not after all of it: the scans' pages stay within the budget plus
- * one batch, plus what the ring still holds.  A large folio (up to 2 MiB)
- * fits in one.
+ * drops.  The ring is read in batches, so that a backlog (the worker woke
+ * late, or a scan outran it) is dropped as it is read, not after all of
+ * it: the scans' pages stay within the budget plus one batch, plus what
+ * the ring still holds.  A large folio (up to 2 MiB) fits in one.
  */
 #define EVICT_BATCH_BYTES	(2 * 1024 * 1024)
 /* times an extent whose clean pages are still cached after a drop is retried */
 #define DROP_RETRIES		5
+/* batches read and dropped in one call, before the worker's other work */
+#define MAX_BATCHES			64
+/* what handle_event returns to stop the ring's consumption for a drop */
+#define BATCH_FULL			(-1)
 /* waiting extents looked at per round, and the longest wait for a writeback */
 #define WAITING_CHECKS		64
 #define WAITING_MAX_MS		60000
@@ -126,9 +131,8 @@ static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
 static uint64 waiting_pages = 0;	/* the same, of the extents in waiting */
 static uint64 tracked_extents = 0;
 static long page_size = 4096;
-/* while the ring is drained: the settings, and pages read since the last enforcement */
-static const PceSettings *draining_settings = NULL;
-static uint64 pages_since_enforce = 0;
+/* pages recorded since the last drop, in this batch */
+static uint64 batch_pages = 0;
 
 static void drop_over_budget(const PceSettings *settings);
 
@@ -374,8 +378,8 @@ record_folio(const struct pce_folio_event *ev)
 	tf = hash_search(tracked_files, &key, HASH_FIND, NULL);
 	if (!tf)
 	{
-		/* the one rule: only relation files are tracked (file_index.c) */
-		if (!pce_file_index_lookup(&key))
+		/* the one rule: relation files, and for external trees more (file_index.c) */
+		if (!pce_file_index_lookup(&key, ev->kind == PCE_FOLIO_ADDED_EXTERNAL))
 			return;
 		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
@@ -468,12 +472,15 @@ handle_event(void *ctx, void *data, size_t size)
 	else
 	{
 		record_folio(ev);
-		pages_since_enforce += ev->nr_pages;
+		batch_pages += ev->nr_pages;
 	}
 	pce_count(PCE_USTAT_RECORDS_READ, 1);
-	if (draining_settings && pages_since_enforce * page_size >= EVICT_BATCH_BYTES)
-		drop_over_budget(draining_settings);
-	return 0;
+	/*
+	 * libbpf's consume goes on as long as new records arrive: a reader as
+	 * fast as this loop would keep it reading, never dropping.  So stop
+	 * after one batch (this record is consumed), and drop before reading on.
+	 */
+	return batch_pages * page_size >= EVICT_BATCH_BYTES ? BATCH_FULL : 0;
 }
 
 /* ---- interface for the worker ---- */
@@ -530,15 +537,26 @@ pce_evictor_fd(void)
 	return ring ? ring_buffer__epoll_fd(ring) : -1;
 }
 
-/* Drain the ring, keeping the budget after every batch of records. */
+/*
+ * Read the records and keep within the budget: batches of records read
+ * from the ring, each followed by a drop (drop_over_budget), until the ring
+ * is empty (or MAX_BATCHES, for the worker's other work; the ring's fd is
+ * still readable then, so the worker comes straight back); then the rest of
+ * the round's work (pce_evictor_enforce).
+ */
 void
-pce_evictor_poll(const PceSettings *settings)
+pce_evictor_run(const PceSettings *settings)
 {
-	if (!ring)
-		return;
-	draining_settings = settings;
-	ring_buffer__consume(ring);
-	draining_settings = NULL;
+	for (int batch = 0; ring && batch < MAX_BATCHES; batch++)
+	{
+		int			consumed = ring_buffer__consume(ring);
+
+		drop_over_budget(settings);
+		if (consumed != BATCH_FULL)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	pce_evictor_enforce(settings);
 }
 
 /*
@@ -574,7 +592,7 @@ drop_over_budget(const PceSettings *settings)
 	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
 
-	pages_since_enforce = 0;
+	batch_pages = 0;
 	dlist_foreach_modify(iter, &extents)
 	{
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);

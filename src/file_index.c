@@ -2,19 +2,32 @@
  *
  * file_index.c
  *		Which files the stock-kernel evictor tracks, and how it finds them:
- *		an index from (device, inode) to the relation files of the cluster,
- *		kept current without walking the whole tree on every miss.
+ *		an index from (device, inode) to the files of the cluster, kept
+ *		current without walking the whole tree on every miss.
  *
- * The one rule of what is tracked (pce_is_relation_file_name): the files of
- * relations, named <relfilenode>[_fsm|_vm|_init][.<segment>], in a
- * database's directory (base/<db>, global, pg_tblspc/<oid>/<version>/<db>).
- * Nothing else: the temporary files of sorts and hashes (pgsql_tmp) are
- * read back by the same query that wrote them, WAL is read by WAL senders
- * and archivers next, and temporary relations (t<backend>_<relfilenode>)
- * live and die with one session; the kernel's LRU is the right place for
- * all of them.  Records of any other file are ignored.
+ * The one rule of what is tracked, by who read the pages:
  *
- * The index holds one entry per relation file.  It is built from readdir()
+ *	- for every scan, the files of relations (pce_is_relation_file_name),
+ *	  named <relfilenode>[_fsm|_vm|_init][.<segment>], in a database's
+ *	  directory (base/<db>, global, pg_tblspc/<oid>/<version>/<db>).  Not
+ *	  the server's other files: the temporary files of sorts and hashes
+ *	  (pgsql_tmp) are read back by the same query that wrote them, WAL is
+ *	  read by WAL senders and archivers next, and temporary relations
+ *	  (t<backend>_<relfilenode>) live and die with one session; the
+ *	  kernel's LRU is the right place for what the server reads of them.
+ *	- for an external tree (pg_cache_ext_run: a backup's tar, rsync,
+ *	  pgBackRest), also the other regular files of the data directory: WAL
+ *	  segments (pg_wal), the SLRUs (pg_xact, pg_multixact, ...), the files
+ *	  at its top and the non-relation files of the database directories
+ *	  (CLUSTER_FILE_DIRS).  A backup copying them reads them once; the
+ *	  server that needs its WAL next still has the pages it had cached (a
+ *	  page already cached is never recorded, so never dropped).  Never the
+ *	  temporary files (pgsql_tmp), which are in none of these directories.
+ *
+ * Records of any other file are ignored.
+ *
+ * The index holds one entry per such file, with whether it is a relation
+ * file.  It is built from readdir()
  * alone (the directory entry's inode number, no stat per file), per
  * database directory, and a directory is read again only when its mtime or
  * ctime changed (a file was created or removed in it), or when it changed
@@ -62,7 +75,18 @@
 /* longest relation file name: 10 digits, "_init", ".", 10 digits */
 #define REL_NAME_MAX		32
 
-/* A database directory and the relation files it held at its last reading. */
+/*
+ * The directories, below the data directory, of the files that only
+ * external trees' reads are tracked in (besides the non-relation files of
+ * the database directories); none of them holds pgsql_tmp.
+ */
+static const char *const CLUSTER_FILE_DIRS[] = {
+	".", "pg_wal", "pg_xact", "pg_multixact/offsets", "pg_multixact/members",
+	"pg_subtrans", "pg_commit_ts", "pg_serial", "pg_snapshots", "pg_logical",
+	"pg_logical/snapshots", "pg_logical/mappings", "pg_replslot", "pg_stat",
+};
+
+/* A directory and the files it held at its last reading. */
 typedef struct IndexedDir
 {
 	dlist_node	node;			/* in indexed_dirs */
@@ -72,6 +96,7 @@ typedef struct IndexedDir
 	struct timespec ctime;
 	bool		reread;			/* changed near its last reading: read again */
 	bool		seen;			/* found by the latest refresh */
+	bool		is_db_dir;		/* a database's directory (relation files) */
 	dlist_head	files;
 } IndexedDir;
 
@@ -86,6 +111,7 @@ typedef struct IndexedFile
 	InodeKey	key;
 	IndexedDir *dir;
 	dlist_node	dir_node;		/* in dir->files */
+	bool		is_relation;	/* tracked for every scan, not only external */
 	char		name[REL_NAME_MAX];
 } IndexedFile;
 
@@ -134,6 +160,20 @@ pce_is_relation_file_name(const char *name)
 	if (*p == '.')
 		p = skip_digits(p + 1);
 	return p && *p == '\0';
+}
+
+/*
+ * Is the directory entry de of dir tracked, and for every scan (a relation
+ * file) or only for external trees?  The rule at the top of this file.
+ */
+static bool
+tracked_entry(const IndexedDir *dir, const struct dirent *de, bool *is_relation)
+{
+	*is_relation = dir->is_db_dir && pce_is_relation_file_name(de->d_name);
+	if (*is_relation)
+		return true;
+	return de->d_name[0] != '.' && strlen(de->d_name) < REL_NAME_MAX &&
+		(de->d_type == DT_REG || de->d_type == DT_UNKNOWN);
 }
 
 /* A database's directory name: an OID. */
@@ -186,8 +226,9 @@ read_dir(IndexedDir *dir, const struct stat *st)
 		InodeKey	key;
 		IndexedFile *f;
 		bool		found;
+		bool		is_relation;
 
-		if (!pce_is_relation_file_name(de->d_name))
+		if (!tracked_entry(dir, de, &is_relation))
 			continue;
 		memset(&key, 0, sizeof(key));
 		key.dev = dir->dev;
@@ -196,6 +237,7 @@ read_dir(IndexedDir *dir, const struct stat *st)
 		if (found)
 			dlist_delete(&f->dir_node);
 		f->dir = dir;
+		f->is_relation = is_relation;
 		strlcpy(f->name, de->d_name, sizeof(f->name));
 		dlist_push_tail(&dir->files, &f->dir_node);
 	}
@@ -208,9 +250,9 @@ same_time(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
-/* A database directory: read it if it is new or changed since last time. */
+/* A directory: read it if it is new or changed since last time. */
 static void
-visit_db_dir(const char *relpath)
+visit_dir(const char *relpath, bool is_db_dir)
 {
 	char		path[MAXPGPATH];
 	struct stat st;
@@ -232,6 +274,7 @@ visit_db_dir(const char *relpath)
 	{
 		dir = MemoryContextAllocZero(index_cxt, sizeof(IndexedDir));
 		strlcpy(dir->relpath, relpath, sizeof(dir->relpath));
+		dir->is_db_dir = is_db_dir;
 		dlist_init(&dir->files);
 		dlist_push_tail(&indexed_dirs, &dir->node);
 		dir->reread = true;
@@ -267,7 +310,7 @@ visit_containers(const char *reldir, int depth)
 		if (depth > 0)
 			visit_containers(relpath, depth - 1);
 		else if (is_oid_name(de->d_name))
-			visit_db_dir(relpath);
+			visit_dir(relpath, true);
 	}
 	closedir(d);
 }
@@ -280,9 +323,11 @@ refresh_index(void)
 
 	dlist_foreach_modify(iter, &indexed_dirs)
 		dlist_container(IndexedDir, node, iter.cur)->seen = false;
-	visit_db_dir("global");
+	visit_dir("global", true);
 	visit_containers("base", 0);
 	visit_containers("pg_tblspc", 2);
+	for (int i = 0; i < lengthof(CLUSTER_FILE_DIRS); i++)
+		visit_dir(CLUSTER_FILE_DIRS[i], false);
 	dlist_foreach_modify(iter, &indexed_dirs)
 	{
 		IndexedDir *dir = dlist_container(IndexedDir, node, iter.cur);
@@ -338,7 +383,7 @@ refresh_due(void)
 	return TimestampDifferenceExceeds(refreshed_at, GetCurrentTimestamp(), REFRESH_MIN_MS);
 }
 
-/* Remember a key that names no relation file, and say so once. */
+/* Remember a key that names no tracked file, and say so once. */
 static void
 remember_miss(const PceFileKey *key)
 {
@@ -358,31 +403,34 @@ remember_miss(const PceFileKey *key)
 	if (found)
 		return;
 	pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
-	elog(DEBUG1, "pg_cache_ext: device %u:%u inode %lu (generation %u) is no relation file of this cluster (a temporary file, WAL, or gone): its pages are left to the kernel",
+	elog(DEBUG1, "pg_cache_ext: device %u:%u inode %lu (generation %u) is no tracked file of this cluster (a temporary file, a file outside the data directory, or gone): its pages are left to the kernel",
 		 major(key->dev), minor(key->dev), (unsigned long) key->ino, key->generation);
 }
 
 /*
- * Is key a relation file of this cluster?  Looks at the directories that
- * changed when it is not known yet; remembers the ones that are not.
+ * Is key a file of this cluster tracked for this reader: a relation file,
+ * or (for an external tree, external) any file of the index?  Looks at the
+ * directories that changed when it is not known yet; remembers the ones
+ * that are not.
  */
 bool
-pce_file_index_lookup(const PceFileKey *key)
+pce_file_index_lookup(const PceFileKey *key, bool external)
 {
 	NegativeEntry *neg;
+	IndexedFile *f = index_find(key);
 
-	if (index_find(key))
-		return true;
+	if (f)
+		return external || f->is_relation;
 	neg = hash_search(negative, key, HASH_FIND, NULL);
 	if (neg && (neg->epoch == index_epoch || !refresh_due()))
 		return false;
 	if (refresh_due())
 		refresh_index();
-	if (index_find(key))
+	if ((f = index_find(key)) != NULL)
 	{
 		if (neg)
 			hash_search(negative, key, HASH_REMOVE, NULL);
-		return true;
+		return external || f->is_relation;
 	}
 	remember_miss(key);
 	return false;
@@ -402,7 +450,7 @@ same_generation(int fd, uint32 generation)
 }
 
 /*
- * Open the relation file of key for reading; -1 if it is gone (removed,
+ * Open the tracked file of key for reading; -1 if it is gone (removed,
  * or its inode now belongs to another file).
  */
 int

@@ -250,7 +250,7 @@ typedef struct PceFileKey
 } PceFileKey;
 extern bool pce_is_relation_file_name(const char *name);
 extern void pce_file_index_init(void);
-extern bool pce_file_index_lookup(const PceFileKey *key);
+extern bool pce_file_index_lookup(const PceFileKey *key, bool external);
 extern int	pce_file_index_open(const PceFileKey *key);
 typedef struct PceRelationFile
 {
@@ -270,7 +270,7 @@ extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generatio
 extern bool pce_evictor_start(void);
 extern void pce_evictor_stop(void);
 extern int	pce_evictor_fd(void);
-extern void pce_evictor_poll(const PceSettings *settings);
+extern void pce_evictor_run(const PceSettings *settings);
 extern void pce_evictor_enforce(const PceSettings *settings);
 extern void pce_evictor_forget_all(void);
 

@@ -166,8 +166,7 @@ run_mechanism(enum pce_mechanism mech, const char *why, const PceSettings *setti
 	{
 		if (pce_evictor_start())
 		{
-			pce_evictor_poll(settings);
-			pce_evictor_enforce(settings);
+			pce_evictor_run(settings);
 			set_worker_status("stock-kernel evictor running (budget %d MB)", settings->scan_budget_mb);
 		}
 		else

@@ -132,6 +132,31 @@ my ($ns_node, $ns_backend) = cold_marked_scan('namespace', sub {
 my $ns_postmaster = (split /\n/, slurp_file($ns_node->data_dir . '/postmaster.pid'))[0];
 is($ns_postmaster, 1, 'namespace: the postmaster is PID 1 to itself');
 isnt($ns_host_pid, 1, "namespace: and $ns_host_pid to the host");
+
+# pg_cache_ext_run inside the server's container: it marks itself with its
+# PID there, and the mark handed down to its child (sh -> cat of the cold
+# table's file) must be keyed the same way, or cat's reads go untracked.
+my $file = $ns_node->data_dir . '/' . $ns_node->safe_psql('postgres', "SELECT pg_relation_filepath('big')");
+my $cold = 1;
+for my $try (1 .. 5)
+{
+	root('drop-caches');
+	$cold = $ns_node->safe_psql('postgres',
+		"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('big')");
+	last if $cold <= 0.05;
+	usleep(500_000);
+}
+my $external_before = stat_value($ns_node, 'folios_added_external');
+my ($wrap_ok, undef, $wrap_err) = root('pidns-wrap', $ns_node->data_dir, $file);
+ok($wrap_ok, 'namespace: pg_cache_ext_run ran a cat of the table in the container') or diag($wrap_err);
+unlike($wrap_err // '', qr/pg_cache_ext_run/, 'namespace: and the wrapper said nothing (its child was marked at fork)');
+settle($ns_node);
+my $external = stat_value($ns_node, 'folios_added_external') - $external_before;
+my $cached = $ns_node->safe_psql('postgres',
+	"SELECT round(cached_fraction::numeric, 3) FROM cache_ext_relation_cache('big')");
+cmp_ok($external, '>', 0, "namespace: the wrapped cat's reads were the tree's ($external folios)");
+cmp_ok($cached, '<=', 0.35, "namespace: and what it read left the page cache ($cached cached)");
+
 stop_in_pid_namespace($ns_node);
 
 done_testing();

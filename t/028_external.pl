@@ -43,9 +43,9 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 3300000) g;
 	VACUUM FREEZE hot; VACUUM FREEZE big; CHECKPOINT;
 });
-my $du = `du -sb --exclude=pg_wal $datadir`;
+my $du = `du -sb $datadir`;
 my ($datadir_bytes) = $du =~ /^(\d+)/;
-cmp_ok($datadir_bytes, '>', $limit, "the data directory without pg_wal ($datadir_bytes bytes) is larger than the cgroup");
+cmp_ok($datadir_bytes, '>', $limit, "the data directory ($datadir_bytes bytes) is larger than the cgroup");
 
 my $cgname = "external-$$";
 my ($ok, $cg) = root('cgroup-create', $cgname, $limit);
@@ -70,6 +70,18 @@ sub resident_percent
 	my ($file) = @_;
 	my ($percent) = `$src/test/pce_mark_self resident $file` =~ /^([\d.]+) /;
 	return $percent // 0;
+}
+
+# MB of the WAL segments in the page cache
+sub wal_cached_mb
+{
+	my $pages = 0;
+	for my $seg (glob("$datadir/pg_wal/0*"))
+	{
+		my (undef, $resident) = split ' ', `$src/test/pce_mark_self resident $seg`;
+		$pages += $resident // 0;
+	}
+	return $pages * 4096 / 1048576;
 }
 
 sub canary_read { system("cat $canary > /dev/null"); }
@@ -112,10 +124,11 @@ sub start_in_cgroup
 # such a reader by 260 MB (bytes_tracked 277 MB over a 16 MB budget), so
 # the cgroup filled and reclaim took half of the hot table (README, limits).
 #
-# Without pg_wal, as base backups are made (pg_basebackup and pgBackRest
-# leave its contents out): the evictor leaves WAL to the kernel (the one
-# rule of tracked files, src/file_index.c), so WAL a tar read would stay.
-my @tar = ('sh', '-c', "sh -c 'tar --sort=name --exclude=pg_wal -czf - -C $datadir . 2>/dev/null | cat > /dev/null'");
+# The whole data directory, pg_wal included: what an external tree reads of
+# WAL and the other non-relation files is tracked too (the one rule of
+# tracked files, src/file_index.c), or those pages would stay and push the
+# hot table out.
+my @tar = ('sh', '-c', "sh -c 'tar --sort=name -czf - -C $datadir . 2>/dev/null | cat > /dev/null'");
 
 # Start cold, read the hot table once (not marked), then the OLTP: pgbench
 # point SELECTs on it at a modest rate, beside the tar, until the tar ends.
@@ -171,19 +184,23 @@ sub round_once
 	$oltp->kill_kill;
 	note("$label: exit $?, stderr: $$err") if $$err ne '';
 	usleep(500_000);
-	return (cached_fraction('hot'), $seen);
+	return (cached_fraction('hot'), $seen, wal_cached_mb());
 }
 
-my ($hot, $seen) = round_with('tar with pg_cache_ext_run', $run, '-D', $datadir, '--', @tar);
+my ($hot, $seen, $wal_mb) = round_with('tar with pg_cache_ext_run', $run, '-D', $datadir, '--', @tar);
 cmp_ok($hot, '>=', 0.95, "with the wrapper the hot table stays cached ($hot)");
+# the WAL the tar read went too: what stays is within the budget, and the
+# segment the server is writing (16 MB)
+cmp_ok($wal_mb, '<=', $budget_mb + 16, "and the WAL it read is not left cached ($wal_mb MB)");
 like($seen, qr/(^|,)tar(,|$)/, "the grandchild tar was marked (cache_ext_scans showed: $seen)");
 like($seen, qr/pg_cache_ext_r/, 'and the wrapper itself');
 is(external_rows(), '', 'no external mark is left once the command ended');
 cmp_ok(stat_value($node, 'folios_added_external'), '>', 0, 'folios_added_external counts the tree');
 cmp_ok(stat_value($node, 'marks_inherited'), '>=', 4, 'the marks were handed down at fork');
 
-($hot, $seen) = round_with('tar alone', @tar);
+($hot, $seen, $wal_mb) = round_with('tar alone', @tar);
 cmp_ok($hot, '<', 0.95, "without the wrapper the same tar pushes the hot table out ($hot)");
+note("without the wrapper $wal_mb MB of WAL stayed cached");
 is($seen, '', 'and nothing was marked');
 
 # ---- the wrapper killed by SIGKILL: the worker drops its tree's marks ----
@@ -218,6 +235,30 @@ for my $try (1 .. 3)
 }
 cmp_ok($percent, '>=', 98,
 	"a 48 MB file outside the data directory read by a wrapped command stays cached ($percent%; budget ${budget_mb} MB)");
+
+# ---- the cgroup named in loader_info is not trusted ----
+# loader_info is writable by the cluster's group: a member could name any
+# path there, and the wrapper writes its PID into <cgroup>/cgroup.procs
+# when the mechanism is cache_ext.  A symlink to a directory with a file of
+# that name, and a path that climbs out of /sys/fs/cgroup, are refused and
+# the file is left as it was.
+my $pins = "/run/pg_cache_ext/pins/" . pin_dir_name($node);
+my $target = "$scratch/victim";
+mkdir $target or die "mkdir: $!";
+PostgreSQL::Test::Utils::append_to_file("$target/cgroup.procs", "precious\n");
+symlink($target, "$scratch/cg-link") or die "symlink: $!";
+my ($old_info) = `$src/test/pce_mark_self loader-info $pins 2 $scratch/cg-link`;
+chomp $old_info;
+my ($old_mech, $old_cgroup) = split / /, $old_info, 2;
+ok(defined $old_mech && $old_mech =~ /^\d+$/, "loader_info rewritten as the cluster's group may ($old_info)");
+for my $evil ("$scratch/cg-link", "/sys/fs/cgroup/../..$scratch/cg-link", "/sys/fs/cgroup/../..$target")
+{
+	system("$src/test/pce_mark_self loader-info $pins 2 '$evil' > /dev/null");
+	IPC::Run::run([ $run, '-D', $datadir, '--', 'true' ], '>', \my $o2, '2>', \my $e2);
+	like($e2, qr/refusing the cluster's cgroup/, "a cgroup path \"$evil\" in loader_info is refused");
+	is(slurp_file("$target/cgroup.procs"), "precious\n", 'and the file it leads to is untouched');
+}
+system("$src/test/pce_mark_self loader-info $pins $old_mech '" . ($old_cgroup // '') . "' > /dev/null");
 
 # ---- bad input: clear errors, status 125 ----
 my ($o, $e);

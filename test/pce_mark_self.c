@@ -17,6 +17,10 @@
  *		page cache exactly the folios recorded for FILE, as the evictor would;
  *		print "records <n> pages <sum of their sizes> largest <pages>".  Only
  *		where no evictor reads the ring (a pin directory of the test's own).
+ *   pce_mark_self loader-info PIN_DIR MECHANISM CGROUP
+ *		print loader_info's "<mechanism> <cgroup>", then write MECHANISM
+ *		(a number, enum pce_mechanism) and CGROUP into it, as a member of the
+ *		cluster's group could (what pg_cache_ext_run must not trust).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -126,6 +130,33 @@ drain(const char *pin_dir, const char *file)
 	return 0;
 }
 
+static int
+set_loader_info(const char *pin_dir, const char *mechanism, const char *cgroup)
+{
+	char		path[4096];
+	struct pce_loader_info li;
+	__u32		key = 0;
+	int			map_fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, PCE_PIN_LOADER_INFO);
+	map_fd = bpf_obj_get(path);
+	if (map_fd < 0 || bpf_map_lookup_elem(map_fd, &key, &li) != 0)
+	{
+		fprintf(stderr, "pce_mark_self: cannot read %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	li.cgroup[sizeof(li.cgroup) - 1] = '\0';
+	printf("%u %s\n", li.mechanism, li.cgroup);
+	li.mechanism = (__u32) atoi(mechanism);
+	snprintf(li.cgroup, sizeof(li.cgroup), "%s", cgroup);
+	if (bpf_map_update_elem(map_fd, &key, &li, BPF_ANY) != 0)
+	{
+		fprintf(stderr, "pce_mark_self: cannot write %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -157,6 +188,8 @@ main(int argc, char **argv)
 		return resident(argv[optind + 1]);
 	if (strcmp(argv[optind], "drain") == 0 && optind + 2 < argc)
 		return drain(argv[optind + 1], argv[optind + 2]);
+	if (strcmp(argv[optind], "loader-info") == 0 && optind + 3 < argc)
+		return set_loader_info(argv[optind + 1], argv[optind + 2], argv[optind + 3]);
 	if (strcmp(argv[optind], "read") != 0)
 		return 2;
 
