@@ -256,6 +256,30 @@ current_ids_as_server_sees_them(__u32 *tid, __u32 *tgid)
  */
 const volatile __u32 cluster_uid = 0;
 
+/* mm->flags: the dumpable bits (MMF_DUMPABLE_MASK) and "dumpable by its owner" */
+#define PCE_MMF_DUMPABLE_MASK	3UL
+#define PCE_SUID_DUMP_USER		1UL
+
+/*
+ * Could the task's own account read its memory (ptrace, /proc/<pid>/mem)?
+ * Not when it runs a setgid program or made itself undumpable: those are
+ * kept from their account too, so the rule below must not read them.
+ * mm->flags is an unsigned long up to 6.17 and a bitmap whose first word
+ * holds the same bits from 6.18: its first word is read by offset.
+ */
+static __always_inline bool
+current_task_is_dumpable(struct task_struct *task)
+{
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	unsigned long flags = 0;
+
+	if (!mm ||
+		bpf_probe_read_kernel(&flags, sizeof(flags),
+							  (char *) mm + bpf_core_field_offset(struct mm_struct, flags)) != 0)
+		return false;
+	return (flags & PCE_MMF_DUMPABLE_MASK) == PCE_SUID_DUMP_USER;
+}
+
 /*
  * Does the current task run as the cluster's account, with its real and
  * effective uid both?  The I/O-worker rule reads the memory of the task
@@ -263,8 +287,9 @@ const volatile __u32 cluster_uid = 0;
  * server's group may write: without this, a group member could register
  * any process (root's too) as an I/O worker and learn, from whether its
  * reads are attributed (folios_added_scan_by_io_worker, scan records), what
- * that process holds at chosen addresses.  The cluster's own processes run
- * as its account; the kernel's uids (kuid) are compared, as the loader saw
+ * that process holds at chosen addresses.  So only a task the account could
+ * read itself qualifies: its uids and gids its own (no setgid program) and
+ * dumpable.  The cluster's own processes run as its account; the kernel's uids (kuid) are compared, as the loader saw
  * the owner from the initial user namespace.
  */
 static __always_inline bool
@@ -275,7 +300,10 @@ current_task_is_cluster_account(void)
 	return cluster_uid != 0 &&
 		BPF_CORE_READ(task, real_cred, uid.val) == cluster_uid &&
 		BPF_CORE_READ(task, real_cred, euid.val) == cluster_uid &&
-		BPF_CORE_READ(task, cred, euid.val) == cluster_uid;
+		BPF_CORE_READ(task, cred, euid.val) == cluster_uid &&
+		BPF_CORE_READ(task, real_cred, egid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
+		BPF_CORE_READ(task, cred, egid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
+		current_task_is_dumpable(task);
 }
 
 /* The mark of the process with ProcNumber procno, and its key; NULL if unmarked. */
@@ -355,28 +383,52 @@ io_worker_reads_for_scan(__u32 tgid)
 	return io_worker_owner_mark(tgid, &owner_pid) != NULL;
 }
 
-/* For whom is the current task reading (and is tracking switched on)? */
-static __always_inline enum pce_reader
-current_reader(void)
+/*
+ * For whom is the current task reading (and is tracking switched on)?  The
+ * mark found, its key in scan_pids and the kind of reader; NULL if the read
+ * is no scan's.  with_io_workers: also ask whether an I/O worker performs a
+ * marked process's I/O (which reads the worker's memory: callers on paths
+ * every read takes may ask only where it can matter).
+ */
+static __always_inline struct pce_scan_mark *
+current_reader_mark(enum pce_reader *reader, __u32 *key, bool with_io_workers)
 {
 	__u32		tid,
 				tgid;
 	struct pce_scan_mark *mark;
 
+	*reader = PCE_READER_NONE;
 	if (!KNOB(tracking) || !current_ids_as_server_sees_them(&tid, &tgid))
-		return PCE_READER_NONE;
+		return NULL;
 	mark = bpf_map_lookup_elem(&scan_pids, &tgid);
 	if (mark)
 	{
 		if (!task_matches_mark(mark))
-			return PCE_READER_NONE;
+			return NULL;
+		*key = tgid;
 		if (mark->reason == PCE_REASON_EXTERNAL)
-			return PCE_READER_EXTERNAL;
-		return tid == tgid ? PCE_READER_SELF : PCE_READER_THREAD;
+			*reader = PCE_READER_EXTERNAL;
+		else
+			*reader = tid == tgid ? PCE_READER_SELF : PCE_READER_THREAD;
+		return mark;
 	}
-	if (KNOB(io_workers) && io_worker_reads_for_scan(tgid))
-		return PCE_READER_IO_WORKER;
-	return PCE_READER_NONE;
+	if (!with_io_workers || !KNOB(io_workers))
+		return NULL;
+	mark = io_worker_owner_mark(tgid, key);
+	if (mark)
+		*reader = PCE_READER_IO_WORKER;
+	return mark;
+}
+
+/* The kind of reader the current task is (PCE_READER_NONE: no scan's). */
+static __always_inline enum pce_reader
+current_reader(void)
+{
+	enum pce_reader reader;
+	__u32		key;
+
+	(void) current_reader_mark(&reader, &key, true);
+	return reader;
 }
 
 /* Is the current task reading for a scan? */

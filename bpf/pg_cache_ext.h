@@ -288,7 +288,10 @@ struct pce_scan_position
 	__u64		index;			/* the last page of that read */
 	__u64		proc_start_ticks;	/* of the reader, as in pce_scan_mark */
 	__u64		updated_ns;		/* bpf_ktime_get_ns() (CLOCK_MONOTONIC) of the read */
-	__u32		dev;			/* kernel encoding, as in pce_folio_event */
+	__u64		start_index;	/* the first page of its first read of this file
+								 * in this statement: where it started */
+	__u64		marked_at_us;	/* the statement's, as in pce_scan_mark */
+	__u32		dev;			/* as stat() reports it, as in pce_folio_event */
 	__u32		generation;		/* the inode's i_generation */
 };
 

@@ -41,9 +41,10 @@
  * address.  (fentry on folio_mark_accessed would see every touch, but
  * fentry is refused on the kernels this runs on.)
  *
- * Insertions by unmarked tasks cost one hash lookup (two when the server
- * reads through I/O workers: maps.bpf.h) and one per-CPU
- * increment; an activation costs one lookup in the scan-folio map.
+ * Insertions by unmarked tasks cost two hash lookups (scan_pids, and
+ * scanned_mappings for the write-back rule below; one more when the server
+ * reads through I/O workers: maps.bpf.h) and one per-CPU increment; an
+ * activation costs one lookup in the scan-folio map.
  *
  * Sibling scanners (src/sibling.c): where a marked process reads, the read
  * tracepoint also records its position (scan_positions: file and last
@@ -58,8 +59,9 @@
  * evictor dropped the page meanwhile, that write inserts it again.  An
  * insertion by an unmarked task into a file a live marked process is
  * reading (scanned_mappings) is remembered (behalf_pending), and when the
- * same folio is then dirtied (tp_btf/writeback_dirty_folio: the write
- * path marks it dirty right after inserting it; a read never does), it is
+ * same folio is then dirtied by the same task (tp_btf/writeback_dirty_folio:
+ * the write path marks it dirty right after inserting it; a read never
+ * does, and a later write-back of a page read in is another task's), it is
  * recorded as a scan page (folios_added_for_scan) and can be promoted as
  * any other.  An OLTP read of a scanned table thus stays the OLTP's.
  *
@@ -172,7 +174,7 @@ struct
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, PCE_MAX_BEHALF_PENDING);
 	__type(key, __u64);
-	__type(value, __u8);
+	__type(value, __u64);		/* the inserting task (pid_tgid) */
 }			behalf_pending SEC(".maps");
 
 /*
@@ -323,46 +325,6 @@ remember_scan_folio(struct folio *folio)
 		bpf_map_update_elem(&scan_folios, &key, &one, BPF_ANY);
 }
 
-/* The current process's live mark, and its key; NULL if not marked itself. */
-static __always_inline struct pce_scan_mark *
-current_own_mark(__u32 *key)
-{
-	__u32		tid;
-	struct pce_scan_mark *mark;
-
-	if (!KNOB(tracking) || !current_ids_as_server_sees_them(&tid, key))
-		return NULL;
-	mark = bpf_map_lookup_elem(&scan_pids, key);
-	if (!mark || !task_matches_mark(mark))
-		return NULL;
-	return mark;
-}
-
-/*
- * The mark of the process whose I/O the current task (a PostgreSQL 18+ I/O
- * worker) performs, and its key; NULL if none (maps.bpf.h: "Who read the
- * page").
- */
-static __always_inline struct pce_scan_mark *
-io_owner_mark(__u32 *key)
-{
-	__u32		tid,
-				tgid;
-
-	if (!KNOB(io_workers) || !current_ids_as_server_sees_them(&tid, &tgid))
-		return NULL;
-	return io_worker_owner_mark(tgid, key);
-}
-
-/* The mark the current task reads for (its own, or its I/O's owner's), and its key. */
-static __always_inline struct pce_scan_mark *
-current_reader_mark(__u32 *key)
-{
-	struct pce_scan_mark *mark = current_own_mark(key);
-
-	return mark ? mark : io_owner_mark(key);
-}
-
 /* Is reader a live mark (the same process that was marked)? */
 static __always_inline bool
 reader_is_live(const struct scan_reader *reader)
@@ -391,6 +353,9 @@ remember_scanned_mapping(struct address_space *mapping,
 	__u64		key = (__u64) mapping;
 	int			slot = 0;
 
+	/* an external tree's files (WAL a tar reads) are written by the server itself */
+	if (mark->reason == PCE_REASON_EXTERNAL)
+		return;
 	readers = bpf_map_lookup_elem(&scanned_mappings, &key);
 	if (!readers)
 	{
@@ -429,18 +394,18 @@ SEC("tp_btf/mm_filemap_add_to_page_cache")
 int BPF_PROG(on_page_cache_add, struct folio *folio)
 {
 	struct address_space *mapping = BPF_CORE_READ(folio, mapping);
-	enum pce_reader reader = current_reader();
+	enum pce_reader reader;
 	__u64		addr = (__u64) folio;
-	__u8		one = 1;
-	struct pce_scan_mark *mark;
-	__u32		pid;
+	__u64		inserter = bpf_get_current_pid_tgid();
+	__u32		pid = 0;
+	struct pce_scan_mark *mark = current_reader_mark(&reader, &pid, true);
 
 	count_insertion(reader);
 	if (reader == PCE_READER_NONE)
 	{
 		/* a write-back on a scan's behalf?  Decided when it is dirtied */
 		if (KNOB(tracking) && mapping_scanned_now(mapping))
-			bpf_map_update_elem(&behalf_pending, &addr, &one, BPF_ANY);
+			bpf_map_update_elem(&behalf_pending, &addr, &inserter, BPF_ANY);
 		return 0;
 	}
 	/*
@@ -451,7 +416,6 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 	send_event(mapping, BPF_CORE_READ(folio, index), folio_pages(folio),
 			   reader == PCE_READER_EXTERNAL ? PCE_FOLIO_ADDED_EXTERNAL : PCE_FOLIO_ADDED);
 	remember_scan_folio(folio);
-	mark = current_reader_mark(&pid);
 	if (mark)
 		remember_scanned_mapping(mapping, mark, pid);
 	return 0;
@@ -466,11 +430,21 @@ SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(on_folio_dirtied, struct folio *folio, struct address_space *mapping)
 {
 	__u64		addr = (__u64) folio;
+	__u64	   *inserter = bpf_map_lookup_elem(&behalf_pending, &addr);
+	bool		same_task;
 
-	if (!bpf_map_lookup_elem(&behalf_pending, &addr))
+	if (!inserter)
 		return 0;
+	/*
+	 * Only a write: the task that inserted the folio dirties it at once.  A
+	 * folio an OLTP backend read in and the checkpointer dirtied later is
+	 * the OLTP's; so is one inserted before the scan ended.
+	 */
+	same_task = *inserter == bpf_get_current_pid_tgid();
 	if (bpf_map_delete_elem(&behalf_pending, &addr) != 0)
 		return 0;				/* somebody else took it */
+	if (!same_task || !mapping_scanned_now(BPF_CORE_READ(folio, mapping)))
+		return 0;
 	stat_inc(PCE_STAT_FOLIOS_ADDED_FOR_SCAN);
 	/* the folio's own mapping: the argument may be NULL to the verifier */
 	send_event(BPF_CORE_READ(folio, mapping), BPF_CORE_READ(folio, index), folio_pages(folio),
@@ -525,19 +499,29 @@ read_touches_scan_chunk(struct address_space *mapping, __u64 first, __u64 last)
  * (src/sibling.c).
  */
 static __always_inline void
-record_scan_position(struct address_space *mapping, __u64 last,
+record_scan_position(struct address_space *mapping, __u64 first, __u64 last,
 					 const struct pce_scan_mark *mark, __u32 pid)
 {
 	struct pce_scan_position pos = {0};
+	const struct pce_scan_position *before = bpf_map_lookup_elem(&scan_positions, &pid);
 	struct inode *host;
 
 	host = BPF_CORE_READ(mapping, host);
 	pos.ino = BPF_CORE_READ(host, i_ino);
-	pos.dev = BPF_CORE_READ(host, i_sb, s_dev);
+	pos.dev = stat_dev(host);
 	pos.generation = BPF_CORE_READ(host, i_generation);
 	pos.index = last;
 	pos.proc_start_ticks = mark->proc_start_ticks;
+	pos.marked_at_us = mark->marked_at_us;
 	pos.updated_ns = bpf_ktime_get_ns();
+	/* the same file in the same statement: it started where it did before */
+	if (before && before->ino == pos.ino && before->dev == pos.dev &&
+		before->generation == pos.generation &&
+		before->proc_start_ticks == pos.proc_start_ticks &&
+		before->marked_at_us == pos.marked_at_us)
+		pos.start_index = before->start_index;
+	else
+		pos.start_index = first;
 	bpf_map_update_elem(&scan_positions, &pid, &pos, BPF_ANY);
 	remember_scanned_mapping(mapping, mark, pid);
 }
@@ -555,7 +539,8 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 	__u64		mapping_key = (__u64) mapping;
 	__u64		first = index >> CHUNK_SHIFT;
 	struct pce_scan_mark *mark;
-	__u32		pid;
+	enum pce_reader reader;
+	__u32		pid = 0;
 
 	/*
 	 * A marked reader leaves its position.  Whether an I/O worker reads for
@@ -563,12 +548,12 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 	 * reads the worker's memory, several times the cost of a lookup, and
 	 * an unmarked read of another file must stay at the lookups.
 	 */
-	mark = current_own_mark(&pid);
+	mark = current_reader_mark(&reader, &pid, false);
 	if (!mark && bpf_map_lookup_elem(&scanned_mappings, &mapping_key))
-		mark = io_owner_mark(&pid);
+		mark = current_reader_mark(&reader, &pid, true);
 	if (mark)
 	{
-		record_scan_position(mapping, last, mark, pid);
+		record_scan_position(mapping, index, last, mark, pid);
 		return 0;
 	}
 

@@ -1145,6 +1145,18 @@ pce_detach_policy(const struct pce_pins *pins, char *why, size_t whylen)
 	pinned_link_ids(pins, &link_id, &cgid);
 	map_id = pinned_map_id(pins);
 	st = link_id ? map_policy_state(pins) : NULL;
+	if (link_id && !st && pce_pin_exists(pins, PCE_PIN_POLICY_STATE))
+	{
+		/*
+		 * A policy_state this loader cannot use (another version's layout):
+		 * unlinking without its phases is what frees the lists under the
+		 * policy's running callbacks.  The loader that attached it can.
+		 */
+		snprintf(why, whylen, "the cache_ext policy was attached by a loader of another version "
+				 "(its policy_state pin has another layout): detach it with that loader's --unload, "
+				 "or reboot; nothing was changed");
+		return -EPROTO;
+	}
 	if (st)
 		err = prepare_teardown(st, cgid, map_id, &left, why, whylen);
 	if (err == 0 && st)

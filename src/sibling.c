@@ -27,8 +27,9 @@
  * POSITION_MAX_AGE_MS ignored) and turns each into a page number within
  * its relation fork (segment * pages per segment + page), kept per relation
  * fork it reads (a few: VACUUM reads the heap, the visibility map and the
- * indexes in turn).  The first position seen for a marked statement in a
- * relation fork is taken as where it started there: a
+ * indexes in turn).  Where a marked statement started reading a file is
+ * recorded by the tracker (start_index: the first page of its first read
+ * of the file in that statement; a worker round would see it later): a
  * synchronized scan starts in the middle, reads to the end, and wraps
  * around to its start.  A reader at pos that started at first has yet to
  * read the pages after pos, and, before it wrapped, those before first.
@@ -68,7 +69,7 @@ typedef struct ReaderPlace
 {
 	PceRelationFile rel;		/* segno 0: positions are relation-wide */
 	uint64		pos;			/* last page read, in the relation fork */
-	uint64		first;			/* first position seen for this statement */
+	uint64		first;			/* where this statement started reading it */
 	uint64		used;			/* refresh count when last updated (0: free) */
 } ReaderPlace;
 
@@ -177,7 +178,8 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	SiblingReader *r;
 	ReaderPlace *place;
 	bool		fresh;
-	uint64		page;
+	uint64		page,
+				start;
 
 	if (bpf_map_lookup_elem(fd, &pid, &pos) != 0)
 		return true;			/* gone meanwhile */
@@ -190,6 +192,7 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	if (!pce_file_index_lookup(&key, false) || !pce_file_index_relation(&key, &rel))
 		return true;			/* not a relation file (WAL, a temporary file) */
 	page = rel.segno * pages_per_segment() + pos.index;
+	start = rel.segno * pages_per_segment() + pos.start_index;
 	rel.segno = 0;
 	r = reader_slot(pid, pos.proc_start_ticks);
 	if (!r)
@@ -203,8 +206,9 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	place = reader_place(r, &rel, &fresh);
 	if (fresh)
 	{
+		/* where it started reading this file (the tracker keeps it) */
 		place->rel = rel;
-		place->first = page;	/* it starts here */
+		place->first = Min(page, start);
 	}
 	place->pos = page;
 	place->used = refreshes;
@@ -234,7 +238,13 @@ pce_sibling_refresh(void)
 	{
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		now_ns = (uint64) ts.tv_sec * 1000000000 + ts.tv_nsec;
-		while (bpf_map_get_next_key(fd, prevp, &next) == 0)
+		/*
+		 * A removal sends the walk back to the start (from prev, or from
+		 * the first key when prev was removed meanwhile): bounded, so that
+		 * positions churning cannot keep the worker here.
+		 */
+		for (int steps = 0; steps < 2 * PCE_MAX_SCAN_PIDS &&
+			 bpf_map_get_next_key(fd, prevp, &next) == 0; steps++)
 		{
 			if (!take_position(fd, next, now_ns))
 			{
