@@ -267,15 +267,34 @@ const volatile __u32 cluster_uid = 0;
  * mm->flags is an unsigned long up to 6.17 and a bitmap whose first word
  * holds the same bits from 6.18: its first word is read by offset.
  */
+struct mm_struct___flags_word
+{
+	unsigned long flags;
+}			__attribute__((preserve_access_index));
+
+struct mm_struct___flags_bitmap
+{
+	struct
+	{
+		unsigned long __mm_flags[1];
+	}			flags;
+}			__attribute__((preserve_access_index));
+
 static __always_inline bool
 current_task_is_dumpable(struct task_struct *task)
 {
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	unsigned long flags = 0;
+	__u32		offset;
 
-	if (!mm ||
-		bpf_probe_read_kernel(&flags, sizeof(flags),
-							  (char *) mm + bpf_core_field_offset(struct mm_struct, flags)) != 0)
+	/* which layout the running kernel has is a CO-RE check, as for folios */
+	if (bpf_core_field_exists(struct mm_struct___flags_word, flags))
+		offset = bpf_core_field_offset(struct mm_struct___flags_word, flags);
+	else if (bpf_core_field_exists(struct mm_struct___flags_bitmap, flags))
+		offset = bpf_core_field_offset(struct mm_struct___flags_bitmap, flags);
+	else
+		return false;
+	if (!mm || bpf_probe_read_kernel(&flags, sizeof(flags), (char *) mm + offset) != 0)
 		return false;
 	return (flags & PCE_MMF_DUMPABLE_MASK) == PCE_SUID_DUMP_USER;
 }
