@@ -393,15 +393,6 @@ io_worker_owner_mark(__u32 tgid, __u32 *owner_pid)
 	return procno_mark(owner, owner_pid);
 }
 
-/* Is the current process (thread group tgid) an I/O worker performing a marked process's I/O? */
-static __always_inline bool
-io_worker_reads_for_scan(__u32 tgid)
-{
-	__u32		owner_pid;
-
-	return io_worker_owner_mark(tgid, &owner_pid) != NULL;
-}
-
 /*
  * For whom is the current task reading (and is tracking switched on)?  The
  * mark found, its key in scan_pids and the kind of reader; NULL if the read

@@ -53,7 +53,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -153,14 +152,7 @@ publish_gauges(void)
 static PceFileKey
 event_file(const struct pce_folio_event *ev)
 {
-	PceFileKey	key;
-
-	memset(&key, 0, sizeof(key));
-	/* the kernel's internal dev_t is major << 20 | minor */
-	key.dev = makedev(ev->dev >> 20, ev->dev & 0xfffff);
-	key.ino = ev->ino;
-	key.generation = ev->generation;
-	return key;
+	return pce_file_key_from_kernel(ev->dev, ev->ino, ev->generation);
 }
 
 /*

@@ -503,3 +503,16 @@ pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf)
 	rf->segno = p ? (uint32) strtoul(p + 1, NULL, 10) : 0;
 	return true;
 }
+
+/* a file named as the kernel encodes it (major << 20 | minor) */
+PceFileKey
+pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation)
+{
+	PceFileKey	key;
+
+	memset(&key, 0, sizeof(key));
+	key.dev = makedev(dev >> 20, dev & 0xfffff);
+	key.ino = ino;
+	key.generation = generation;
+	return key;
+}

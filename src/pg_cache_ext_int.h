@@ -260,11 +260,11 @@ typedef struct PceRelationFile
 	uint32		segno;			/* segment: .1, .2, ... (0 for the first) */
 } PceRelationFile;
 extern bool pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf);
+extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation);
 
 /* sibling.c: scan pages a live marked reader of the same relation has yet to read */
 extern void pce_sibling_refresh(void);
 extern bool pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages);
-extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

@@ -44,7 +44,6 @@
  */
 #include "postgres.h"
 
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,19 +111,6 @@ reader_place(SiblingReader *r, const PceRelationFile *rel, bool *fresh)
 	}
 	*fresh = true;
 	return oldest;
-}
-
-/* a file named as the kernel encodes it (major << 20 | minor) */
-PceFileKey
-pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation)
-{
-	PceFileKey	key;
-
-	memset(&key, 0, sizeof(key));
-	key.dev = makedev(dev >> 20, dev & 0xfffff);
-	key.ino = ino;
-	key.generation = generation;
-	return key;
 }
 
 /* OS pages of one segment of a relation fork (1 GB by default) */
