@@ -68,8 +68,26 @@ sub console_clean
 	  or diag(console_report($name, $out, $rc));
 }
 
-my $out = `'$script' files 2>&1`;
-my $rc = $? >> 8;
+# run_scenario(NAME): the scenario's output and exit code.  A kernel that
+# died before the scenario said "BPF from here on" died with nothing of the
+# project loaded (seen once: an int3 left by text patching in the research
+# kernel while cp ran): that run is reported and the scenario runs once more.
+sub run_scenario
+{
+	my ($name) = @_;
+	my ($out, $rc);
+	for my $attempt (1, 2)
+	{
+		$out = `'$script' $name 2>&1`;
+		$rc = $? >> 8;
+		last if $rc == 0 || $rc == 77 || $out !~ $KERNEL_TROUBLE || $out =~ /LAB-TEST: .*BPF from here on/;
+		diag("$name: the kernel died before any BPF was loaded; running the scenario again\n"
+			  . console_report($name, $out, $rc)) if $attempt == 1;
+	}
+	return ($out, $rc);
+}
+
+my ($out, $rc) = run_scenario('files');
 my %r = $out =~ /^RESULT (\w+)=(\S+)/mg;
 diag($_) for grep { /^LAB-TEST: / } split /\n/, $out;
 if ($rc == 77)
@@ -155,8 +173,7 @@ is($r{mglru_link} // 1, 0, '... and no policy link is left');
 SKIP:
 {
 	skip 'PCE_LAB_PG=0', 7 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
-	my $pgout = `'$script' pg 2>&1`;
-	my $pgrc = $? >> 8;
+	my ($pgout, $pgrc) = run_scenario('pg');
 	skip 'PostgreSQL scenario unavailable: ' . ($pgout =~ /SKIP: (.*)/ ? $1 : ''), 7 if $pgrc == 77;
 	my %p = $pgout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $pgout;
@@ -177,8 +194,7 @@ SKIP:
 SKIP:
 {
 	skip 'PCE_LAB_PG=0', 14 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
-	my $lout = `'$script' loader 2>&1`;
-	my $lrc = $? >> 8;
+	my ($lout, $lrc) = run_scenario('loader');
 	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 14 if $lrc == 77;
 	my %l = $lout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $lout;

@@ -55,6 +55,7 @@ mkdir -p "$PIN"
 run_case baseline "$CGROOT/baseline" ""
 
 # 2. the pg_cache_ext policy
+bpf_from_here_on
 mkdir -p "$CGROOT/cache_ext_pg"
 echo "${MAX}M" > "$CGROOT/cache_ext_pg/memory.max"
 out=$("$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg" 2>&1)

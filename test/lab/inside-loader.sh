@@ -47,6 +47,7 @@ ln -sfn "$CG" /tmp/cache_ext_link
 	ln -sfn "$CG" /tmp/cache_ext_link.new && mv -T /tmp/cache_ext_link.new /tmp/cache_ext_link; done ) &
 swapper=$!
 attached=0
+bpf_from_here_on
 for i in 1 2 3 4 5 6 7 8 9 10; do
 	"$LOADER" -D "$DATA" --mode cache_ext --cgroup /tmp/cache_ext_link >/dev/null 2>&1
 	[ -e /run/pg_cache_ext/pins/*/policy_link ] && attached=$((attached + 1))

@@ -74,6 +74,7 @@ run_case_setup() {
 	# as the loader does: backends (user postgres) update scan_pids through group access
 	chgrp postgres "$PIN"/* && chmod 660 "$PIN"/*
 }
+bpf_from_here_on
 run_case_setup
 echo "RESULT pg_attach_rc=$([ -e "$PIN/policy_link" ] && echo 0 || echo 1)"
 run_case baseline "$CGROOT/baseline"

@@ -5,6 +5,11 @@
 
 say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
 
+# bpf_from_here_on: said once, just before a scenario loads its first BPF
+# program; t/090 runs a scenario again once when the kernel died before it
+# (nothing of the project had run in the kernel yet)
+bpf_from_here_on() { say "BPF from here on"; }
+
 # start_watchdog SECONDS DMESG_LINES: a hung kernel becomes a diagnosable
 # failure (a RESULT line, the blocked tasks and the kernel log), not a QEMU
 # timeout.  An oops or an RCU stall panics the kernel at once (the VM powers
