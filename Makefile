@@ -138,7 +138,7 @@ FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options fuzz/fuzz_loader_conf
 fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_commands.h
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_scan_commands.c src/scan_commands.c
 
-fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h
+fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h bpf/pce_paths.h
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_options.c loader/options.c
 
 fuzz/fuzz_loader_config: fuzz/fuzz_loader_config.c loader/config.c loader/config.h loader/safe_open.c

@@ -77,7 +77,7 @@ pce_cluster_dir_name(char *buf, unsigned long long system_identifier,
 static inline const char *
 pce_path_problem(const char *path)
 {
-	unsigned long len = 0;
+	unsigned long len = 1;		/* the leading "/" */
 	const char *comp;
 
 	if (path == 0 || path[0] != '/')
