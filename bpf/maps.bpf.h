@@ -252,7 +252,9 @@ current_ids_as_server_sees_them(__u32 *tid, __u32 *tgid)
  * written by the root loader into the object's read-only data before the
  * load; 0 (never set, or a tool that loads the object without a cluster):
  * no task passes current_task_is_cluster_account(), so the I/O-worker rule
- * is off.  Not a map: the server's group can write every map.
+ * is off, and files of every owner may be a scan's (mapping_of_cluster).
+ * The loader never writes 0: it refuses root as the account.  Not a map:
+ * the server's group can write every map.
  */
 const volatile __u32 cluster_uid = 0;
 
@@ -438,6 +440,52 @@ current_reader(void)
 	__u32		key;
 
 	(void) current_reader_mark(&reader, &key, true);
+	return reader;
+}
+
+/*
+ * Is the file behind mapping the cluster's, owned by its account?  Only
+ * such a file is read for a scan: scan_pids is the server group's to
+ * write, so a member could mark any process (root's too), and that
+ * process's reads of its own files must reach neither the evictor's ring
+ * (which file, which pages) nor the evict-first list.  Every file the
+ * server and the trees it marks read for a scan (relations, WAL, temporary
+ * files, a base backup's copy of the data directory) is the account's.
+ * cluster_uid 0 (a test tool that loads without a cluster; the loader
+ * refuses root as the account): files of every owner.
+ */
+static __always_inline bool
+mapping_of_cluster(struct address_space *mapping)
+{
+	return cluster_uid == 0 || BPF_CORE_READ(mapping, host, i_uid.val) == cluster_uid;
+}
+
+/*
+ * current_reader_mark() for a read of mapping's pages: a file that is not
+ * the cluster's is no scan's, whoever reads it.
+ */
+static __always_inline struct pce_scan_mark *
+file_reader_mark(struct address_space *mapping, enum pce_reader *reader, __u32 *key,
+				 bool with_io_workers)
+{
+	struct pce_scan_mark *mark = current_reader_mark(reader, key, with_io_workers);
+
+	if (mark && !mapping_of_cluster(mapping))
+	{
+		*reader = PCE_READER_NONE;
+		return NULL;
+	}
+	return mark;
+}
+
+/* The kind of reader the current task is for a page of mapping. */
+static __always_inline enum pce_reader
+file_reader(struct address_space *mapping)
+{
+	enum pce_reader reader;
+	__u32		key;
+
+	(void) file_reader_mark(mapping, &reader, &key, true);
 	return reader;
 }
 

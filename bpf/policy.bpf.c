@@ -15,9 +15,10 @@
  * Callbacks, in the order a folio meets them:
  *
  *	folio_added		choose the list by whom the inserting task reads for
- *					(current_reader() in maps.bpf.h: a marked process, a thread of
- *					it, or an I/O worker performing its I/O) and remember the
- *					choice in folio_lists, keyed by folio address.
+ *					(file_reader() in maps.bpf.h: a marked process, a thread of
+ *					it, or an I/O worker performing its I/O, reading a file of
+ *					the cluster's account) and remember the choice in
+ *					folio_lists, keyed by folio address.
  *	folio_accessed	a scan folio touched by an unmarked task is promoted to the
  *					main list (knob promote_on_access); a main folio is refreshed.
  *					Folios the policy never saw (cached before it was attached) are
@@ -462,7 +463,7 @@ list_folio(struct folio *folio, u32 which)
 SEC("struct_ops/pce_folio_added")
 void BPF_PROG(pce_folio_added, struct folio *folio)
 {
-	enum pce_reader reader = current_reader();
+	enum pce_reader reader = file_reader(BPF_CORE_READ(folio, mapping));
 	enum pce_stat not_listed;
 
 	count_insertion(reader);

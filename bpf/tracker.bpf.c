@@ -8,8 +8,8 @@
  * mm_filemap_add_to_page_cache tracepoint fires in the context of the task
  * whose read caused the insertion (including its readahead).  When that
  * task reads for a marked process (the process itself, a thread of it, or
- * an I/O worker performing its I/O: current_reader() in maps.bpf.h), we
- * push (device as stat() reports it, inode, generation, index, size) into
+ * an I/O worker performing its I/O) from a file of the cluster's account
+ * (file_reader_mark() in maps.bpf.h), we push (device as stat() reports it, inode, generation, index, size) into
  * a ring buffer.  The background worker in PostgreSQL drains the ring,
  * coalesces records into per-file extents and drops the oldest extents with
  * posix_fadvise(DONTNEED) once the scans' pages exceed a budget.
@@ -398,7 +398,7 @@ int BPF_PROG(on_page_cache_add, struct folio *folio)
 	__u64		addr = (__u64) folio;
 	__u64		inserter = bpf_get_current_pid_tgid();
 	__u32		pid = 0;
-	struct pce_scan_mark *mark = current_reader_mark(&reader, &pid, true);
+	struct pce_scan_mark *mark = file_reader_mark(mapping, &reader, &pid, true);
 
 	count_insertion(reader);
 	if (reader == PCE_READER_NONE)
@@ -548,9 +548,9 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 	 * reads the worker's memory, several times the cost of a lookup, and
 	 * an unmarked read of another file must stay at the lookups.
 	 */
-	mark = current_reader_mark(&reader, &pid, false);
+	mark = file_reader_mark(mapping, &reader, &pid, false);
 	if (!mark && bpf_map_lookup_elem(&scanned_mappings, &mapping_key))
-		mark = current_reader_mark(&reader, &pid, true);
+		mark = file_reader_mark(mapping, &reader, &pid, true);
 	if (mark)
 	{
 		record_scan_position(mapping, index, last, mark, pid);

@@ -605,8 +605,10 @@ do_check(const struct plan *pl)
 
 /*
  * The cluster's account, whose tasks alone the BPF side may take for I/O
- * workers (maps.bpf.h): the data directory's owner, verified to be --user
- * (open_datadir); with --cluster-id alone, --user, root's own argument.
+ * workers and whose files alone for a scan's (maps.bpf.h): the data
+ * directory's owner, verified to be --user (open_datadir); with
+ * --cluster-id alone, --user, root's own argument.  Never root: 0 means
+ * "no cluster" to the BPF side.
  */
 static uid_t
 cluster_uid(void)
@@ -618,6 +620,9 @@ cluster_uid(void)
 	pw = getpwnam(opt.user);
 	if (!pw)
 		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
+	if (pw->pw_uid == 0)
+		pce_fail("--user \"%s\" is root: not a PostgreSQL account (the server refuses to run as root)",
+				 opt.user);
 	return pw->pw_uid;
 }
 
