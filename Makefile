@@ -138,10 +138,11 @@ FUZZERS = fuzz/fuzz_scan_commands fuzz/fuzz_loader_options fuzz/fuzz_loader_conf
 fuzz/fuzz_scan_commands: fuzz/fuzz_scan_commands.c src/scan_commands.c src/scan_commands.h
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_scan_commands.c src/scan_commands.c
 
-fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h bpf/pce_paths.h
+fuzz/fuzz_loader_options: fuzz/fuzz_loader_options.c loader/options.c loader/options.h $(SHARED_HEADERS)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_options.c loader/options.c
 
-fuzz/fuzz_loader_config: fuzz/fuzz_loader_config.c loader/config.c loader/config.h loader/safe_open.c
+fuzz/fuzz_loader_config: fuzz/fuzz_loader_config.c loader/config.c loader/config.h loader/safe_open.c \
+		loader/safe_open.h $(SHARED_HEADERS)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ fuzz/fuzz_loader_config.c loader/config.c loader/safe_open.c
 
 fuzzers: $(FUZZERS)

@@ -9,10 +9,11 @@
  * whose read caused the insertion (including its readahead).  When that
  * task reads for a marked process (the process itself, a thread of it, or
  * an I/O worker performing its I/O) from a file of the cluster's account
- * (file_reader_mark() in maps.bpf.h), we push (device as stat() reports it, inode, generation, index, size) into
- * a ring buffer.  The background worker in PostgreSQL drains the ring,
- * coalesces records into per-file extents and drops the oldest extents with
- * posix_fadvise(DONTNEED) once the scans' pages exceed a budget.
+ * (file_reader_mark() in maps.bpf.h), we push (device as stat() reports
+ * it, inode, generation, index, size) into a ring buffer.  The background
+ * worker in PostgreSQL drains the ring, coalesces records into per-file
+ * extents and drops the oldest extents with posix_fadvise(DONTNEED) once
+ * the scans' pages exceed a budget.
  *
  * Pages that were already cached when the scan read them are never
  * inserted, so never recorded, so never dropped: the OLTP hot set that a
@@ -375,14 +376,19 @@ remember_scanned_mapping(struct address_space *mapping,
 	readers->r[slot & (PCE_READERS_PER_FILE - 1)] = me;
 }
 
-/* Does a live marked process read mapping? */
+/*
+ * Does a live marked process read mapping, a file of the cluster's?  The
+ * map is keyed by address and an entry outlives its inode: the owner is
+ * asked again, or another account's inode made at the same address would
+ * pass for the scan's.
+ */
 static __always_inline bool
 mapping_scanned_now(struct address_space *mapping)
 {
 	__u64		key = (__u64) mapping;
 	struct scan_readers *readers = bpf_map_lookup_elem(&scanned_mappings, &key);
 
-	if (!readers)
+	if (!readers || !mapping_of_cluster(mapping))
 		return false;
 	for (int i = 0; i < PCE_READERS_PER_FILE; i++)
 		if (reader_is_live(&readers->r[i]))

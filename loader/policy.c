@@ -530,7 +530,7 @@ load_policy_object(const struct pce_pins *pins, uid_t cluster_uid, char *why, si
 	bpf_map__set_map_flags(skel->maps.pce_policy_ops,
 						   bpf_map__map_flags(skel->maps.pce_policy_ops) | BPF_F_LINK);
 	set_folio_capacity(skel);
-	skel->rodata->cluster_uid = cluster_uid;	/* whose tasks may be I/O workers (maps.bpf.h) */
+	skel->rodata->cluster_uid = cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
 	err = policy_bpf__load(skel);
 	libbpf_set_print(old_print);
 	if (err)

@@ -185,7 +185,8 @@ choose_promotion(struct tracker_bpf *skel, const char **tracepoint,
  * attachment, the tracker runs without it and the loader says so.  Its
  * link is pinned as tracker_activate_link whichever program it is.
  * cluster_uid: the cluster's account, the only one whose tasks the
- * I/O-worker rule considers (0: the rule is off).
+ * I/O-worker rule considers and whose files are a scan's (0, test tools
+ * only: no I/O workers, files of every owner).
  */
 struct tracker_bpf *
 pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promotion_missing, size_t missinglen)
@@ -206,7 +207,7 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promot
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
-	skel->rodata->cluster_uid = cluster_uid;	/* whose tasks may be I/O workers (maps.bpf.h) */
+	skel->rodata->cluster_uid = cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
 	promote_prog = choose_promotion(skel, &promote_tp, promotion_missing, missinglen);
 	can_fork = libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0;
 	if (!can_fork)

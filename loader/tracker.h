@@ -17,8 +17,9 @@ struct tracker_bpf;
  * Load and attach the tracker reusing the maps pinned in pins, pin its
  * links, give the knobs their defaults the first time.  promotion_missing
  * gets why scan folios cannot be promoted, or "".  cluster_uid: the
- * cluster's account, whose tasks alone may be taken for I/O workers (0: no
- * task is).  Ends the run on failure.
+ * cluster's account, whose tasks alone may be taken for I/O workers and
+ * whose files alone are a scan's (0, test tools only: no task is, every
+ * file may be).  Ends the run on failure.
  */
 extern struct tracker_bpf *pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid,
 											   char *promotion_missing, size_t missinglen);

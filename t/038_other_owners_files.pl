@@ -3,43 +3,60 @@
 #	the server group's to write, so a member could mark any process, root's
 #	too; that process's reads of its own files must not reach the evictor's
 #	ring (which file, which pages) nor the evict-first list.  A marked
-#	session reads the same bytes twice, from a root-owned file of the
-#	PostgreSQL installation and from a copy the cluster's account owns:
-#	only the copy's pages are counted for the scan.
+#	session reads two files alike, side by side on one file system, one
+#	root's and one the cluster's account owns: only the second one's
+#	folios are counted for the scan, though both are read from the disk.
 use strict;
 use warnings;
-use File::Copy;
+use File::Basename;
+use File::Spec;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use PceTest;
 
+my $src = File::Spec->rel2abs(File::Basename::dirname(__FILE__) . '/..');
+my $name = "t038-$$";
 my ($node, $s) = stock_node('other_owners', 'max_parallel_workers_per_gather' => 0);
-my $root_file = $node->config_data('--sharedir') . '/postgres.bki';
-my @st = stat($root_file);
-cmp_ok($st[4] // -1, '==', 0, "$root_file belongs to root");
-my $own_file = $node->basedir . '/postgres.bki.copy';
-copy($root_file, $own_file) or BAIL_OUT("copy: $!");
-is((stat($own_file))[4], $>, 'its copy belongs to the cluster\'s account');
+my ($ok, $dir, $err) = root('owners-files', $name, 16);
+ok($ok, 'two files of 16 MiB, root\'s and the account\'s') or BAIL_OUT("owners-files: $err");
+END { root('owners-rm', $name) if $name; }
+chomp $dir;
+is((stat("$dir/root.dat"))[4], 0, 'root.dat belongs to root');
+is((stat("$dir/own.dat"))[4], $>, 'own.dat belongs to the cluster\'s account');
 
-# the growth of folios_added_scan and folios_added_other while a marked
-# session reads $file from the disk
+sub resident_percent
+{
+	my ($file) = @_;
+	my $out = '';
+	IPC::Run::run([ "$src/test/pce_mark_self", 'resident', $file ], '>', \$out);
+	return (split ' ', $out)[0] // -1;
+}
+
+# what a marked session's read of $file, from the disk, is counted as: the
+# growth of folios_added_scan and folios_added_other, and how much of the
+# file was cached before and after
 sub marked_read
 {
 	my ($file) = @_;
 	root('drop-caches');
+	my $cold = resident_percent($file);
 	my %before = map { $_ => stat_value($node, $_) } qw(folios_added_scan folios_added_other);
 	$node->safe_psql('postgres',
 		"SET pg_cache_ext.scan = on; SELECT length(pg_read_binary_file('$file'))");
-	return map { stat_value($node, $_) - $before{$_} } qw(folios_added_scan folios_added_other);
+	my %grew = map { $_ => stat_value($node, $_) - $before{$_} } keys %before;
+	return ($grew{folios_added_scan}, $grew{folios_added_other}, $cold, resident_percent($file));
 }
 
-my ($own_scan, $own_other) = marked_read($own_file);
-my ($root_scan, $root_other) = marked_read($root_file);
-note("own copy: scan $own_scan other $own_other; root's file: scan $root_scan other $root_other");
-cmp_ok($own_scan, '>=', 10, "the copy the account owns is read for the scan ($own_scan folios)");
+my ($own_scan, $own_other, $own_cold, $own_warm) = marked_read("$dir/own.dat");
+my ($root_scan, $root_other, $root_cold, $root_warm) = marked_read("$dir/root.dat");
+note("own.dat: scan $own_scan other $own_other, cached $own_cold% -> $own_warm%; "
+	  . "root.dat: scan $root_scan other $root_other, cached $root_cold% -> $root_warm%");
+ok($own_cold < 5 && $own_warm > 95 && $root_cold < 5 && $root_warm > 95,
+	'both files were read from the disk by the marked session');
+cmp_ok($own_scan, '>=', 8, "the account's file is read for the scan ($own_scan folios)");
 cmp_ok($root_scan, '<', $own_scan / 10,
-	"root's file, read by the same marked session, is not ($root_scan folios)");
+	"root's file, read the same way by the same session, is not ($root_scan folios)");
 cmp_ok($root_other, '>=', $own_scan * 0.9,
 	"its folios are counted as another's insertions ($root_other)");
 is(stat_value($node, 'records_lost'), '0', 'no tracker record lost');

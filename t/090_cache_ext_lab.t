@@ -69,9 +69,10 @@ sub console_clean
 }
 
 # run_scenario(NAME): the scenario's output and exit code.  A kernel that
-# died before the scenario said "BPF from here on" died with nothing of the
-# project loaded (seen once: an int3 left by text patching in the research
-# kernel while cp ran): that run is reported and the scenario runs once more.
+# died before the scenario said "BPF from here on" (on its output and in the
+# kernel's log) died with nothing of the project loaded (seen once: an int3
+# left by text patching in the research kernel while cp ran): that run is
+# reported and the scenario runs once more.
 sub run_scenario
 {
 	my ($name) = @_;
@@ -80,7 +81,7 @@ sub run_scenario
 	{
 		$out = `'$script' $name 2>&1`;
 		$rc = $? >> 8;
-		last if $rc == 0 || $rc == 77 || $out !~ $KERNEL_TROUBLE || $out =~ /LAB-TEST: .*BPF from here on/;
+		last if $rc == 0 || $rc == 77 || $out !~ $KERNEL_TROUBLE || $out =~ /BPF from here on/;
 		diag("$name: the kernel died before any BPF was loaded; running the scenario again\n"
 			  . console_report($name, $out, $rc)) if $attempt == 1;
 	}
@@ -193,9 +194,9 @@ SKIP:
 # marks the scanning backend; then the same with pg_cache_ext.mode = off.
 SKIP:
 {
-	skip 'PCE_LAB_PG=0', 14 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
+	skip 'PCE_LAB_PG=0', 16 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
 	my ($lout, $lrc) = run_scenario('loader');
-	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 14 if $lrc == 77;
+	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 16 if $lrc == 77;
 	my %l = $lout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $lout;
 	is($lrc, 0, 'loader lab run completed') or diag(console_report('loader', $lout, $lrc));
@@ -213,6 +214,10 @@ SKIP:
 	cmp_ok($l{loader_folios_evicted_scan} // 0, '>', $l{loader_folios_evicted_main} // 0,
 		"scan folios evicted first (scan $l{loader_folios_evicted_scan}, main $l{loader_folios_evicted_main})");
 	is($l{loader_map_entries_after} // '', '0', 'no mark left after the scan');
+	cmp_ok($l{loader_own_file_scan} // 0, '>=', 8,
+		"a marked read of a file of the cluster's account is the scan's ($l{loader_own_file_scan} folios)");
+	cmp_ok($l{loader_root_file_scan} // 1e9, '<', ($l{loader_own_file_scan} // 0) / 10,
+		"the same read of root's file is not ($l{loader_root_file_scan} folios)");
 	cmp_ok($l{loader_off_hot_after} // 100, '<', 95,
 		"with pg_cache_ext.mode = off the same scan pushes the hot table out ($l{loader_off_hot_after}% left)");
 	is($l{loader_kernel_oops} // 1, 0, 'no oops in the kernel log');

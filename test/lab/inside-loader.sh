@@ -87,6 +87,24 @@ echo "RESULT loader_folios_evicted_main=$(stat folios_evicted_main)"
 echo "RESULT loader_map_entries_after=$(status kernel_map_entries)"
 say "hot $(resident hot)% cached after the scan; big $(resident big)%"
 
+# only files of the cluster's account are a scan's (file_reader() in
+# maps.bpf.h): two files alike, one root's and one postgres's, each read
+# cold by a marked session; folios_added_scan grows for the second only
+head -c 8M /dev/urandom > /mnt/root.dat
+cp /mnt/root.dat /mnt/own.dat && chown postgres /mnt/own.dat
+chmod 0644 /mnt/root.dat /mnt/own.dat
+marked_read() {
+	sync; echo 1 > /proc/sys/vm/drop_caches
+	before=$(stat folios_added_scan)
+	psqlc -c "SET pg_cache_ext.scan = on" -c "SELECT length(pg_read_binary_file('$1'))" >/dev/null
+	echo $(($(stat folios_added_scan) - before))
+}
+own=$(marked_read /mnt/own.dat)
+theirs=$(marked_read /mnt/root.dat)
+echo "RESULT loader_own_file_scan=$own"
+echo "RESULT loader_root_file_scan=$theirs"
+say "a marked read of postgres's file: $own scan folios; of root's: $theirs"
+
 # the same with pg_cache_ext.mode = off: the policy stays attached but no
 # backend is marked, so every folio is on the main list (plain LRU)
 psqlc -c "ALTER SYSTEM SET pg_cache_ext.mode = off" -c "SELECT pg_reload_conf()" >/dev/null

@@ -7,8 +7,13 @@ say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
 
 # bpf_from_here_on: said once, just before a scenario loads its first BPF
 # program; t/090 runs a scenario again once when the kernel died before it
-# (nothing of the project had run in the kernel yet)
-bpf_from_here_on() { say "BPF from here on"; }
+# (nothing of the project had run in the kernel yet).  Said in the kernel's
+# log too, which a panic flushes to the console: a panic right after it
+# must never pass for one before it.
+bpf_from_here_on() {
+	say "BPF from here on"
+	echo "<2>pg_cache_ext lab: BPF from here on" > /dev/kmsg	# KERN_CRIT: on the console whatever its level
+}
 
 # start_watchdog SECONDS DMESG_LINES: a hung kernel becomes a diagnosable
 # failure (a RESULT line, the blocked tasks and the kernel log), not a QEMU
