@@ -118,6 +118,8 @@ typedef struct TrackedFile
 {
 	PceFileKey	key;
 	dlist_head	extents;
+	bool		every_scan;		/* tracked for every scan's records, not only
+								 * an external tree's (file_index.c) */
 } TrackedFile;
 
 static MemoryContext evictor_cxt = NULL;
@@ -362,6 +364,7 @@ static void
 record_folio(const struct pce_folio_event *ev)
 {
 	PceFileKey		key = event_file(ev);
+	bool		external = ev->kind == PCE_FOLIO_ADDED_EXTERNAL;
 	TrackedFile *tf;
 	bool		found;
 	Extent	   *ext;
@@ -371,12 +374,15 @@ record_folio(const struct pce_folio_event *ev)
 	if (!tf)
 	{
 		/* the one rule: relation files, and for external trees more (file_index.c) */
-		if (!pce_file_index_lookup(&key, ev->kind == PCE_FOLIO_ADDED_EXTERNAL))
+		if (!pce_file_index_lookup(&key, external))
 			return;
 		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
+		tf->every_scan = !external || pce_file_index_lookup(&key, false);
 	}
-	else if (!dlist_is_empty(&tf->extents))
+	if (!external && !tf->every_scan)
+		return;					/* a WAL segment an external tree read first */
+	if (!dlist_is_empty(&tf->extents))
 	{
 		ext = dlist_tail_element(Extent, file_node, &tf->extents);
 		if (!ext->is_waiting && ext->start + ext->npages == ev->index &&

@@ -5,11 +5,13 @@
 #	mm_lru_activate tracepoint fires in whoever drains the batch: a scan in
 #	direct reclaim on the same CPU drains it constantly, and a promotion
 #	decided there takes the OLTP reader for the scan.  Here an unmarked
-#	backend reads half of a table a scan brought in, a little at a time, on
+#	backend reads half of a table a scan brought in, 8 kB at a time with a
+#	pause after each read (as OLTP reads: one block, then other work), on
 #	the same CPU as a marked scan that reclaims in its own small memory
-#	cgroup; the half it read must be promoted (all of it: the activation
-#	tracepoint promoted 18.0 MB of 19.5 MB here, 92%, seen on PG 18) and
-#	stay cached when the budget shrinks.
+#	cgroup; the half it read must be promoted (all of it) and stay cached
+#	when the budget shrinks.  The reader's few activations at a time wait
+#	in the CPU's batch until the scan drains them: the activation
+#	tracepoint promoted only a part.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -35,7 +37,7 @@ $node->safe_psql('postgres', q{
 	VACUUM FREEZE shared_t; VACUUM FREEZE big; CHECKPOINT;
 });
 my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('shared_t')");
-my $piece = 256 * 1024;
+my $piece = 8192;
 my $pieces = int($size / 2 / $piece);
 my $half = $pieces * $piece;
 
@@ -89,7 +91,7 @@ sub scan_read_under_pressure
 		DO \$\$ DECLARE p text := pg_relation_filepath('shared_t'); BEGIN
 			FOR i IN 0..$pieces - 1 LOOP
 				PERFORM length(pg_read_binary_file(p, i::bigint * $piece, $piece));
-				PERFORM pg_sleep(0.02);
+				PERFORM pg_sleep(0.001);
 			END LOOP; END \$\$});
 	my $spid = session_pid('pce_scanner');
 	my $rpid = session_pid('pce_reader');

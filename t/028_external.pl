@@ -7,7 +7,8 @@
 #	tree's tasks show in cache_ext_scans() (reason external, their
 #	command) while it runs and are unmarked when it ends; a wrapper killed
 #	with SIGKILL leaves its tree's marks to the worker's sweep.  Pages the
-#	tree reads outside the data directory are left alone.
+#	tree reads outside the data directory are left alone.  A WAL segment
+#	the tree read first is not tracked for a backend's later marked read.
 use strict;
 use warnings;
 use File::Basename;
@@ -235,6 +236,31 @@ for my $try (1 .. 3)
 }
 cmp_ok($percent, '>=', 98,
 	"a 48 MB file outside the data directory read by a wrapped command stays cached ($percent%; budget ${budget_mb} MB)");
+
+# ---- WAL is tracked for external trees only, whoever read the file first ----
+# The evictor keeps a record per file, made by its first tracked read: one
+# made for the tree's read of a WAL segment must not make a backend's
+# marked read of the same segment tracked.  The budget is large, so what is
+# tracked waits and shows in bytes_tracked.
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET pg_cache_ext.scan_budget = '512MB'; SELECT pg_reload_conf()");
+usleep(500_000);    # the worker reads the new budget
+my ($segment) = sort grep { -s $_ == 16 * 1024 * 1024 } glob("$datadir/pg_wal/0*");
+my $half = 8 * 1024 * 1024;
+root('drop-caches');
+my $tracked = stat_value($node, 'bytes_tracked');
+IPC::Run::run([ $run, '-D', $datadir, '--', 'dd', "if=$segment", 'of=/dev/null', 'bs=1M', 'count=8',
+	'status=none' ]);
+ok(wait_until(sub { stat_value($node, 'bytes_tracked') - $tracked >= $half * 0.9 }, 5),
+	'the first half of a WAL segment, read by a wrapped dd, is tracked');
+$tracked = stat_value($node, 'bytes_tracked');
+$node->safe_psql('postgres', "SET pg_cache_ext.scan = on; SELECT length(pg_read_binary_file('pg_wal/"
+	  . basename($segment) . "', $half, $half))");
+ok(!wait_until(sub { stat_value($node, 'bytes_tracked') - $tracked >= $half / 2 }, 3),
+	sprintf('its second half, read by a marked backend, is not (%.1f MB more tracked)',
+		(stat_value($node, 'bytes_tracked') - $tracked) / 1048576));
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET pg_cache_ext.scan_budget = '${budget_mb}MB'; SELECT pg_reload_conf()");
 
 # ---- the cgroup named in loader_info is not trusted ----
 # loader_info is writable by the cluster's group: a member could name any
