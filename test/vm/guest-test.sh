@@ -18,7 +18,9 @@
 #
 # Each check prints "PCEVM-live ok N - what" (or "not ok") on the serial
 # console as it runs; at the end the results of both boots are printed as
-# "PCEVM ok N - what" lines (what the lane counts), then "PCEVM done".  Details go to /var/lib/pce-guest-test/log.
+# "PCEVM ok N - what" lines, then "PCEVM done".  The lane counts the
+# results kept on the disk (results, finished); details go to
+# /var/lib/pce-guest-test/log.
 set -u
 STATE=/var/lib/pce-guest-test
 . "$STATE/env" # PG_MAJOR, PCE_VM_BREAK
@@ -239,6 +241,8 @@ if [ "$(cat "$STATE/phase" 2>/dev/null || echo 1)" = 1 ]; then
 	boot1
 else
 	boot2
+	echo done >"$STATE/finished"
+	sync
 	sed 's/^/PCEVM /' "$STATE/results"
 	say "done"
 	systemctl poweroff

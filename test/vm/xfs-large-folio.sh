@@ -21,6 +21,8 @@
 #   PCE_LOADER     the loader (default: pg_cache_ext_loader in pg_config --bindir, or in PATH)
 #   PCE_MARK_SELF  test/pce_mark_self built in the source tree (default: beside this script's test/)
 #   PCE_FILE_MB    size of the file read (default 64)
+#   PCE_USER       the account the file is given to, as the loader's --user
+#                  (default postgres): only its files are ever a scan's
 #
 # Prints one line per check and "xfs-large-folio: PASS" or "... FAIL"; exits 0, 1
 # (a check failed) or 2 (could not run).
@@ -37,6 +39,7 @@ if [ -z "$loader" ]; then
 fi
 mark=${PCE_MARK_SELF:-$here/../pce_mark_self}
 file_mb=${PCE_FILE_MB:-64}
+owner=${PCE_USER:-postgres}
 work=/var/tmp/pce-xfs-check
 pin_root=/sys/fs/bpf/pce-xfs-check
 id=xfs-check
@@ -60,10 +63,11 @@ truncate -s 512M "$work/xfs.img"
 mkfs.xfs -q -f "$work/xfs.img"
 mount -o loop "$work/xfs.img" "$work/mnt"
 dd if=/dev/urandom of="$work/mnt/data" bs=1M count="$file_mb" conv=fsync status=none
+chown "$owner" "$work/mnt/data"    # as a cluster's file: another account's is no scan's
 umount "$work/mnt"
 mount -o loop "$work/xfs.img" "$work/mnt"    # nothing of the file cached now
 
-"$loader" --cluster-id "$id" --bpffs-dir "$pin_root" --mode stock >/dev/null ||
+"$loader" --cluster-id "$id" --user "$owner" --bpffs-dir "$pin_root" --mode stock >/dev/null ||
 	cannot "the loader failed for $pin_root/$id"
 echo "kernel $(uname -r); tracker loaded in $pin_root/$id"
 
