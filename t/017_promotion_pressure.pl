@@ -13,7 +13,9 @@
 #	activations at a time wait in the CPU's batch until the scan drains
 #	them; a large folio (ext4 from 6.16, XFS) is activated at once, in the
 #	reader, so there the activation tracepoint sees the reader too (the
-#	code before the read tracepoint passed this test on 6.18 and ext4).
+#	code before the read tracepoint passed this test on 6.18 with the
+#	table on ext4's large folios).  So the table lives on ext4 mounted
+#	with data=journal, which makes small folios.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -23,6 +25,13 @@ use Time::HiRes qw(usleep);
 use PceTest;
 
 my $mb = 1024 * 1024;
+# shared_t lives on ext4 with data=journal, where ext4 makes no large
+# folios: small folios, as Debian 12's and 13's kernels cache ext4 files
+my $name = "t017-$$";
+my ($tsok, $ts, $tserr) = root('ts-mount', 'ext4-journal', $name);
+ok($tsok, 'a small ext4 (data=journal) image is mounted for a tablespace')
+  or BAIL_OUT("ts-mount: $tserr");
+chomp $ts;
 my ($node, $s) = stock_node('promotion_pressure',
 	'pg_cache_ext.scan_budget' => "'512MB'",
 	'pg_cache_ext.scan_max_age' => 0,
@@ -32,9 +41,10 @@ like($s->{promotion}, qr/^on/, "promotion is on ($s->{promotion})");
 
 # shared_t ~40 MB (the OLTP table a scan brought in), big ~100 MB (the
 # scan that reclaims)
-$node->safe_psql('postgres', q{
+$node->safe_psql('postgres', qq{
 	SET pg_cache_ext.scan = off;
-	CREATE TABLE shared_t AS SELECT g, repeat('s', 200) AS pad FROM generate_series(1, 170000) g;
+	CREATE TABLESPACE small_folios LOCATION '$ts';
+	CREATE TABLE shared_t TABLESPACE small_folios AS SELECT g, repeat('s', 200) AS pad FROM generate_series(1, 170000) g;
 	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 420000) g;
 	VACUUM FREEZE shared_t; VACUUM FREEZE big; CHECKPOINT;
 });
@@ -128,5 +138,7 @@ root('cgroup-destroy', $cgname);
 is(stat_value($node, 'records_lost'), '0', 'no record lost');
 my $log = slurp_file($node->logfile);
 unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
+$node->safe_psql('postgres', 'DROP TABLE shared_t; DROP TABLESPACE small_folios');
 $node->stop;
+root('ts-umount', $name);
 done_testing();
