@@ -43,9 +43,10 @@ LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llv
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
 LANE_MOUNTS="proc sys dev dev/pts dev/shm sys/fs/cgroup sys/fs/bpf"
 # file system tools some tests make loop images with (t/019 XFS, t/023
-# btrfs, t/022 ext4): installed into a complete chroot when missing,
-# without a rebuild
-LANE_TOOLS="xfsprogs btrfs-progs e2fsprogs"
+# btrfs, t/022 ext4), and fincore (t/038; in util-linux-extra from
+# trixie on): installed into a complete chroot when missing, without a
+# rebuild
+LANE_TOOLS="xfsprogs btrfs-progs e2fsprogs util-linux-extra"
 
 suite_of() {
 	case "$1" in

@@ -86,7 +86,7 @@ main() {
 	echo "setup.sh: PostgreSQL $v"
 	install_missing "postgresql-$v" "postgresql-server-dev-$v" libbpf-dev bpftool clang llvm \
 		libelf-dev zlib1g-dev make gcc pkg-config xz-utils libipc-run-perl sudo procps xfsprogs \
-		btrfs-progs
+		btrfs-progs util-linux-extra
 	install_missing "$(clang_rt_package)"
 	if [ -z "${PCE_NO_BENCH:-}" ]; then
 		is_installed "postgresql-$v-pgfincore" || apt_update_once
