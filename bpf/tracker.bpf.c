@@ -45,7 +45,9 @@
  * Insertions by unmarked tasks cost two hash lookups (scan_pids, and
  * scanned_mappings for the write-back rule below; one more when the server
  * reads through I/O workers: maps.bpf.h) and one per-CPU increment; an
- * activation costs one lookup in the scan-folio map.
+ * activation costs one lookup in the scan-folio map; an unmarked read of a
+ * file no scan brought pages of, three (scan_pids, scanned_mappings,
+ * scan_chunk_files).
  *
  * Sibling scanners (src/sibling.c): where a marked process reads, the read
  * tracepoint also records its position (scan_positions: file and last
@@ -125,6 +127,25 @@ struct
 	__type(key, struct scan_chunk);
 	__type(value, __u8);
 }			scan_folios SEC(".maps");
+
+/*
+ * The files (struct address_space *) that have chunks in scan_folios, so
+ * that a read of any other file, nearly every unmarked read, costs one
+ * lookup instead of one per 64 KiB chunk it asks for (a 1 MiB read: 16).
+ * An entry is refreshed whenever a chunk of its file is remembered and is
+ * never removed when the chunks go (that would need a count kept exact
+ * through the LRU's own evictions): a file whose chunks are gone costs the
+ * chunk loop again, and nothing else.  The capacity is scan_folios's, so
+ * that the LRU lets go of a file only after the chunks remembered before
+ * its last refresh.
+ */
+struct
+{
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PCE_MAX_SCAN_FOLIOS);
+	__type(key, __u64);
+	__type(value, __u8);
+}			scan_chunk_files SEC(".maps");
 
 /* Where each marked process last read (pg_cache_ext.h), for the evictor. */
 struct
@@ -303,6 +324,8 @@ remember_chunks(struct folio *folio, bool forget)
 	__u8		one = 1;
 
 	first >>= CHUNK_SHIFT;
+	if (!forget)
+		bpf_map_update_elem(&scan_chunk_files, &key.mapping, &one, BPF_ANY);
 	for (int i = 0; i < FOLIO_MAX_CHUNKS && first + i <= last; i++)
 	{
 		key.chunk = first + i;
@@ -490,6 +513,8 @@ read_touches_scan_chunk(struct address_space *mapping, __u64 first, __u64 last)
 {
 	struct scan_chunk key = {.mapping = (__u64) mapping};
 
+	if (!bpf_map_lookup_elem(&scan_chunk_files, &key.mapping))
+		return false;
 	for (int i = 0; i < READ_MAX_CHUNKS && first + i <= last; i++)
 	{
 		key.chunk = first + i;
