@@ -91,6 +91,8 @@
 #define WAITING_MAX_MS		60000
 /* a waiting extent dirty again but not under writeback: start it again after */
 #define WAITING_KICK_MS		1000
+/* how long the worker's largest lag behind the ring lowers its drops' target */
+#define LAG_MEMORY_MS		1000
 /* scan pages held for sibling scans never exceed this many times the budget */
 #define HOLD_CAP_FACTOR		2
 
@@ -134,6 +136,16 @@ static uint64 tracked_extents = 0;
 static long page_size = 4096;
 /* pages recorded since the last drop, in this batch */
 static uint64 batch_pages = 0;
+/*
+ * Scan pages the worker found in the ring when it came back to it (what
+ * arrived while it was away: asleep, or waiting for a CPU beside a scan at
+ * full disk speed), the most of one pass within the last LAG_MEMORY_MS.
+ * The drops go that far below the budget, less one batch (drop_target), so
+ * that what arrives before the next pass finds room within the budget plus
+ * one batch rather than above it.
+ */
+static uint64 lag_pages = 0;
+static TimestampTz lag_seen_at = 0;
 
 static void drop_over_budget(const PceSettings *settings);
 
@@ -535,6 +547,20 @@ pce_evictor_fd(void)
 	return ring ? ring_buffer__epoll_fd(ring) : -1;
 }
 
+/* A pass read pass_pages from the ring: the lag, if the most of late. */
+static void
+note_lag(uint64 pass_pages)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (pass_pages >= lag_pages ||
+		TimestampDifferenceExceeds(lag_seen_at, now, LAG_MEMORY_MS))
+	{
+		lag_pages = pass_pages;
+		lag_seen_at = now;
+	}
+}
+
 /*
  * Read the records and keep within the budget: batches of records read
  * from the ring, each followed by a drop (drop_over_budget), until the ring
@@ -545,30 +571,49 @@ pce_evictor_fd(void)
 void
 pce_evictor_run(const PceSettings *settings)
 {
+	uint64		pass_pages = 0;
+
 	for (int batch = 0; ring && batch < MAX_BATCHES; batch++)
 	{
 		int			consumed = ring_buffer__consume(ring);
 
+		pass_pages += batch_pages;
 		drop_over_budget(settings);
 		if (consumed != BATCH_FULL)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
+	note_lag(pass_pages);
 	pce_evictor_enforce(settings);
 }
 
 /*
- * Keep ext, for a sibling scan that has yet to read it (sibling.c)?  The
- * oldest such extents are kept, up to hold_pages in all: a reader far
- * behind needs those first, and the rest would not stay long enough.
+ * The scans' pages a drop leaves: the budget, less the room for what
+ * arrives before the next pass beyond one batch (lag_pages), at most half
+ * of the budget.
+ */
+static uint64
+drop_target(uint64 budget_pages)
+{
+	uint64		batch = EVICT_BATCH_BYTES / page_size;
+	uint64		room = lag_pages > batch ? lag_pages - batch : 0;
+
+	return budget_pages - Min(room, budget_pages / 2);
+}
+
+/*
+ * Keep ext over the budget, for a sibling scan that has yet to read what
+ * another read (sibling.c)?  The oldest such extents are kept, up to
+ * hold_pages in all: a reader far behind needs those first, and the rest
+ * would not stay long enough.
  */
 static bool
-held_for_sibling(const Extent *ext, uint64 hold_pages, uint64 *held_pages)
+held_for_sibling(const Extent *ext, PceScanPagesUse use, uint64 hold_pages,
+				 uint64 *held_pages)
 {
 	uint64		pages = ext->npages - ext->nkept;
 
-	if (*held_pages + pages > hold_pages ||
-		!pce_sibling_needs(&ext->file, ext->start, ext->npages))
+	if (use != PCE_PAGES_FOR_SIBLING || *held_pages + pages > hold_pages)
 		return false;
 	*held_pages += pages;
 	return true;
@@ -585,22 +630,31 @@ static void
 drop_over_budget(const PceSettings *settings)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
+	uint64		target_pages = drop_target(budget_pages);
 	uint64		hold_pages = budget_pages * (HOLD_CAP_FACTOR - 1);
 	uint64		held_pages = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
 
 	batch_pages = 0;
+	/* where the readers are now: what they have read and have yet to read */
+	if (tracked_pages + waiting_pages > target_pages)
+		pce_sibling_refresh();
 	dlist_foreach_modify(iter, &extents)
 	{
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
+		PceScanPagesUse use;
 		bool		too_old = settings->scan_max_age_s > 0 &&
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		/* pages waiting for their writeback are still the scans' pages */
-		if (tracked_pages + waiting_pages - held_pages <= budget_pages && !too_old)
+		if (tracked_pages + waiting_pages - held_pages <= target_pages && !too_old)
 			break;
-		if (held_for_sibling(oldest, hold_pages, &held_pages))
+		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages);
+		/* read-ahead its reader reads next: kept, within the budget */
+		if (use == PCE_PAGES_READ_NEXT)
+			continue;
+		if (held_for_sibling(oldest, use, hold_pages, &held_pages))
 			continue;
 
 		/*
@@ -624,9 +678,10 @@ void
 pce_evictor_enforce(const PceSettings *settings)
 {
 	check_waiting();
-	pce_sibling_refresh();
+	pce_sibling_refresh();		/* also when within the budget: forgets readers gone */
 	drop_over_budget(settings);
 	publish_gauges();
+	pce_file_index_keep_current();
 }
 
 /* Forget every extent without dropping anything (mode off, mechanism gone). */

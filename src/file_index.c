@@ -34,7 +34,8 @@
  * within a second of the last reading (a change in the same clock tick
  * would not move the timestamp).  A miss therefore costs one stat per
  * database directory, at most every REFRESH_MIN_MS, and a readdir of the
- * directories that changed.  Keys that miss are remembered (a negative
+ * directories that changed; the worker also looks when it is idle
+ * (pce_file_index_keep_current).  Keys that miss are remembered (a negative
  * cache) until the index changes, so a temporary file's stream of records
  * costs one hash lookup each.
  *
@@ -434,6 +435,20 @@ pce_file_index_lookup(const PceFileKey *key, bool external)
 	}
 	remember_miss(key);
 	return false;
+}
+
+/*
+ * Once per worker round: bring the index up to date when it is due, so that
+ * a directory that changed (a table made: its new files) is read while the
+ * worker is idle, before a scan of the new table.  Read on a scan's first
+ * records instead, a database directory of 100,000 files took the worker
+ * away from the ring for about 180 ms here, while the scan read 130 MB.
+ */
+void
+pce_file_index_keep_current(void)
+{
+	if (indexed_files && refresh_due())
+		refresh_index();
 }
 
 /* Does the open file carry the generation the tracker recorded? */

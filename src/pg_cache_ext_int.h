@@ -251,6 +251,7 @@ typedef struct PceFileKey
 extern bool pce_is_relation_file_name(const char *name);
 extern void pce_file_index_init(void);
 extern bool pce_file_index_lookup(const PceFileKey *key, bool external);
+extern void pce_file_index_keep_current(void);
 extern int	pce_file_index_open(const PceFileKey *key);
 typedef struct PceRelationFile
 {
@@ -264,7 +265,13 @@ extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generatio
 
 /* sibling.c: scan pages a live marked reader of the same relation has yet to read */
 extern void pce_sibling_refresh(void);
-extern bool pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages);
+typedef enum PceScanPagesUse
+{
+	PCE_PAGES_DONE,				/* no live reader has yet to read them */
+	PCE_PAGES_FOR_SIBLING,		/* one has, and another read them already */
+	PCE_PAGES_READ_NEXT			/* ahead of every reader: read-ahead */
+} PceScanPagesUse;
+extern PceScanPagesUse pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

@@ -34,11 +34,14 @@
  * around to its start.  A reader at pos that started at first has yet to
  * read the pages after pos, and, before it wrapped, those before first.
  *
- * The evictor (evictor.c) asks pce_sibling_needs() before it drops an
+ * The evictor (evictor.c) asks pce_sibling_use() before it drops an
  * extent over the budget, and keeps the oldest ones that a reader still
- * needs, up to one budget more (HOLD_CAP_FACTOR), so that the scans' pages
- * never exceed twice the budget.  Extents no live reader needs any more
- * are the oldest, so they go first.
+ * needs and another has read (the furthest page any reader got, kept per
+ * relation fork while it has live readers), up to one budget more
+ * (HOLD_CAP_FACTOR), so that the scans' pages never exceed twice the
+ * budget.  Pages beyond where any reader got are the front reader's
+ * read-ahead: kept, within the budget.  Extents no live reader needs any
+ * more are the oldest, so they go first.
  *
  *-------------------------------------------------------------------------
  */
@@ -83,7 +86,24 @@ typedef struct SiblingReader
 	bool		seen;			/* found by the latest refresh */
 } SiblingReader;
 
+/*
+ * How far the readers of a relation fork got: the furthest page one of them
+ * read while it had live readers (kept after that reader ended, as long as
+ * another reads on).  Pages up to it some reader has read.
+ */
+typedef struct RelationReach
+{
+	PceRelationFile rel;
+	uint64		reach;
+	bool		seen;			/* a live reader of it in the latest refresh */
+} RelationReach;
+
+#define MAX_REACHES				(MAX_READERS * PLACES_PER_READER)
+
 static bool same_relation(const PceRelationFile *a, const PceRelationFile *b);
+
+static RelationReach reaches[MAX_REACHES];
+static int	nreaches = 0;
 
 static SiblingReader readers[MAX_READERS];
 static int	nreaders = 0;
@@ -153,6 +173,42 @@ reader_slot(__u32 pid, uint64 start_ticks)
 	return &readers[nreaders++];
 }
 
+/* A live reader of rel read up to page pos (all of it, once it wrapped). */
+static void
+note_reach(const PceRelationFile *rel, uint64 pos, bool wrapped)
+{
+	RelationReach *r = NULL;
+
+	for (int i = 0; i < nreaches && !r; i++)
+		if (same_relation(&reaches[i].rel, rel))
+			r = &reaches[i];
+	if (!r)
+	{
+		if (nreaches >= MAX_REACHES)
+			return;
+		r = &reaches[nreaches++];
+		r->rel = *rel;
+		r->reach = 0;
+	}
+	r->reach = Max(r->reach, wrapped ? PG_UINT64_MAX : pos);
+	r->seen = true;
+}
+
+/* Forget the reach of relation forks no live reader reads any more. */
+static void
+forget_unread_reaches(void)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < nreaches; i++)
+		if (reaches[i].seen)
+		{
+			reaches[i].seen = false;
+			reaches[kept++] = reaches[i];
+		}
+	nreaches = kept;
+}
+
 /* Take one position of the map in; false if it is to be removed. */
 static bool
 take_position(int fd, __u32 pid, uint64 now_ns)
@@ -198,6 +254,7 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	}
 	place->pos = page;
 	place->used = refreshes;
+	note_reach(&rel, page, place->pos < place->first);
 	r->seen = true;
 	return true;
 }
@@ -245,6 +302,7 @@ pce_sibling_refresh(void)
 		if (readers[i].seen)
 			readers[kept++] = readers[i];
 	nreaders = kept;
+	forget_unread_reaches();
 }
 
 /* Has a reader at p yet to read some page of [from, to) of its relation fork? */
@@ -259,18 +317,31 @@ place_needs(const ReaderPlace *p, uint64 from, uint64 to)
 	return to - 1 > p->pos || from < p->first;
 }
 
+/* Has some reader of rel (live, or gone while others read on) read up to page last? */
+static bool
+reached(const PceRelationFile *rel, uint64 last)
+{
+	for (int i = 0; i < nreaches; i++)
+		if (same_relation(&reaches[i].rel, rel))
+			return last <= reaches[i].reach;
+	return false;
+}
+
 /*
- * Does a live marked reader of the relation fork of file have yet to read
- * some of its pages start .. start + npages - 1?
+ * What are the pages start .. start + npages - 1 of file to the live
+ * marked readers of its relation fork: read by all that will read them
+ * (done), yet to be read by one and read by another (for a sibling), or
+ * beyond where any reader got: the front reader's own read-ahead, which it
+ * reads next (dropping it would make it read the pages again).
  */
-bool
-pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages)
+PceScanPagesUse
+pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages)
 {
 	PceRelationFile rel;
 	uint64		from;
 
 	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
-		return false;
+		return PCE_PAGES_DONE;
 	from = rel.segno * pages_per_segment() + start;
 	rel.segno = 0;
 	for (int i = 0; i < nreaders; i++)
@@ -280,7 +351,8 @@ pce_sibling_needs(const PceFileKey *file, uint64 start, uint32 npages)
 
 			if (p->used != 0 && same_relation(&p->rel, &rel) &&
 				place_needs(p, from, from + npages))
-				return true;
+				return reached(&rel, from + npages - 1) ?
+					PCE_PAGES_FOR_SIBLING : PCE_PAGES_READ_NEXT;
 		}
-	return false;
+	return PCE_PAGES_DONE;
 }
