@@ -68,21 +68,15 @@ LOADER=$PGBIN/pg_cache_ext_loader
 DIR=/var/tmp/pce-aio-overhead
 PORT=55518
 PINS=/run/pg_cache_ext/pins
+. bench/standalone.sh
 
 cleanup() {
-	[ -f "$DIR/data/postmaster.pid" ] &&
-		runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1
+	stop_bench_cluster fast
 	[ -d "$DIR/data" ] && "$LOADER" --unload -D "$DIR/data" >/dev/null 2>&1
 	[ -n "${old_stats:-}" ] && sysctl -q -w kernel.bpf_stats_enabled="$old_stats"
 	rm -rf "$DIR"
 }
-trap cleanup EXIT
-cleanup
-mkdir -p "$DIR"
-chown postgres "$DIR"
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-calc() { awk "BEGIN { printf \"%.${2:-3}f\", $1 }"; }
+bench_dir_begin
 
 runuser -u postgres -- "$PGBIN/initdb" -D "$DIR/data" -A trust >/dev/null
 cat >> "$DIR/data/postgresql.conf" <<CONF

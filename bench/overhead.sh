@@ -36,21 +36,15 @@ PGBIN=$(pg_config --bindir)
 LOADER=$PGBIN/pg_cache_ext_loader
 DIR=/var/tmp/pce-overhead
 PORT=55499
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+. bench/standalone.sh
 
 cleanup() {
-	[ -f "$DIR/data/postmaster.pid" ] &&
-		runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1
+	stop_bench_cluster fast
 	"$LOADER" --unload --cluster-id overhead-bench >/dev/null 2>&1 || true
 	[ -d "$DIR/data" ] && "$LOADER" --unload -D "$DIR/data" >/dev/null 2>&1
 	rm -rf "$DIR"
 }
-trap cleanup EXIT
-cleanup
-mkdir -p "$DIR"
-chown postgres "$DIR"
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+bench_dir_begin
 
 # ---- 1. tracker cost on unmarked cold reads ----
 #

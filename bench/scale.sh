@@ -35,22 +35,16 @@ LOADER=$PGBIN/pg_cache_ext_loader
 [ -x "$LOADER" ] || bash scripts/setup.sh
 DIR=/var/tmp/pce-scale
 PORT=55498
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+. bench/standalone.sh
 
 cleanup() {
-	[ -f "$DIR/data/postmaster.pid" ] &&
-		runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null 2>&1
+	stop_bench_cluster immediate
 	[ -d "$DIR/data" ] && "$LOADER" --unload -D "$DIR/data" >/dev/null 2>&1
 	rm -rf "$DIR"
 }
-trap cleanup EXIT
-cleanup
-mkdir -p "$DIR"
-chown postgres "$DIR"
+bench_dir_begin
 q() { runuser -u postgres -- "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d postgres -c "$1"; }
 now() { date +%s.%N; }
-# arithmetic on decimals (awk: bc is not everywhere)
-calc() { awk "BEGIN { print $1 }"; }
 
 runuser -u postgres -- "$PGBIN/initdb" -D "$DIR/data" -A trust >/dev/null
 cat >> "$DIR/data/postgresql.conf" <<CONF

@@ -137,17 +137,19 @@ static long page_size = 4096;
 /* pages recorded since the last drop, in this batch */
 static uint64 batch_pages = 0;
 /*
- * Scan pages the worker found in the ring when it came back to it (what
- * arrived while it was away: asleep, or waiting for a CPU beside a scan at
- * full disk speed), the most of one pass within the last LAG_MEMORY_MS.
- * The drops go that far below the budget, less one batch (drop_target), so
- * that what arrives before the next pass finds room within the budget plus
- * one batch rather than above it.
+ * Scan pages the worker tracked from the ring when it came back to it
+ * (what arrived while it was away: asleep, or waiting for a CPU beside a
+ * scan at full disk speed): the largest pass, until a smaller one comes
+ * LAG_MEMORY_MS after it.  The drops go that far below the budget, less
+ * one batch (drop_target), so that what arrives before the next pass finds
+ * room within the budget plus one batch rather than above it.
  */
 static uint64 lag_pages = 0;
 static TimestampTz lag_seen_at = 0;
+/* pages tracked in this pass (records of untracked files not counted) */
+static uint64 pass_tracked_pages = 0;
 
-static void drop_over_budget(const PceSettings *settings);
+static void drop_over_budget(const PceSettings *settings, bool positions_fresh);
 
 static void
 publish_gauges(void)
@@ -481,7 +483,10 @@ handle_event(void *ctx, void *data, size_t size)
 		promote_folio(ev);
 	else
 	{
+		uint64		tracked_before = tracked_pages;
+
 		record_folio(ev);
+		pass_tracked_pages += tracked_pages - tracked_before;
 		batch_pages += ev->nr_pages;
 	}
 	pce_count(PCE_USTAT_RECORDS_READ, 1);
@@ -571,19 +576,20 @@ note_lag(uint64 pass_pages)
 void
 pce_evictor_run(const PceSettings *settings)
 {
-	uint64		pass_pages = 0;
-
+	pass_tracked_pages = 0;
 	for (int batch = 0; ring && batch < MAX_BATCHES; batch++)
 	{
 		int			consumed = ring_buffer__consume(ring);
 
-		pass_pages += batch_pages;
-		drop_over_budget(settings);
+		drop_over_budget(settings, false);
 		if (consumed != BATCH_FULL)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
-	note_lag(pass_pages);
+	note_lag(pass_tracked_pages);
+	/* less than a batch came: the worker has time to look at the directories */
+	if (pass_tracked_pages * page_size < EVICT_BATCH_BYTES)
+		pce_file_index_keep_current();
 	pce_evictor_enforce(settings);
 }
 
@@ -620,6 +626,26 @@ held_for_sibling(const Extent *ext, PceScanPagesUse use, uint64 hold_pages,
 }
 
 /*
+ * Keep ext, read-ahead its reader reads next (sibling.c)?  Such pages are
+ * kept within the budget (they are not subtracted, as held ones are), up to
+ * all of it; beyond that they go as any other: a table that grows while it
+ * is scanned, or a position that does not move, makes "ahead of every
+ * reader" without end.  (Counted as held above the budget instead, a lone
+ * scan at full disk speed peaked at 38-48 MB against 32: bench/scale.sh.)
+ */
+static bool
+kept_as_read_ahead(const Extent *ext, PceScanPagesUse use, uint64 budget_pages,
+				   uint64 *ahead_pages)
+{
+	uint64		pages = ext->npages - ext->nkept;
+
+	if (use != PCE_PAGES_READ_NEXT || *ahead_pages + pages > budget_pages)
+		return false;
+	*ahead_pages += pages;
+	return true;
+}
+
+/*
  * Drop the oldest extents until within the settings' budget and age,
  * passing over those a sibling scan has yet to read: they stay, up to
  * (HOLD_CAP_FACTOR - 1) budgets more (so the scans' pages never exceed
@@ -627,18 +653,19 @@ held_for_sibling(const Extent *ext, PceScanPagesUse use, uint64 hold_pages,
  * them, being the oldest.
  */
 static void
-drop_over_budget(const PceSettings *settings)
+drop_over_budget(const PceSettings *settings, bool positions_fresh)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	uint64		target_pages = drop_target(budget_pages);
 	uint64		hold_pages = budget_pages * (HOLD_CAP_FACTOR - 1);
 	uint64		held_pages = 0;
+	uint64		ahead_pages = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
 
 	batch_pages = 0;
 	/* where the readers are now: what they have read and have yet to read */
-	if (tracked_pages + waiting_pages > target_pages)
+	if (!positions_fresh && tracked_pages + waiting_pages > target_pages)
 		pce_sibling_refresh();
 	dlist_foreach_modify(iter, &extents)
 	{
@@ -651,8 +678,7 @@ drop_over_budget(const PceSettings *settings)
 		if (tracked_pages + waiting_pages - held_pages <= target_pages && !too_old)
 			break;
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages);
-		/* read-ahead its reader reads next: kept, within the budget */
-		if (use == PCE_PAGES_READ_NEXT)
+		if (!too_old && kept_as_read_ahead(oldest, use, budget_pages, &ahead_pages))
 			continue;
 		if (held_for_sibling(oldest, use, hold_pages, &held_pages))
 			continue;
@@ -679,9 +705,8 @@ pce_evictor_enforce(const PceSettings *settings)
 {
 	check_waiting();
 	pce_sibling_refresh();		/* also when within the budget: forgets readers gone */
-	drop_over_budget(settings);
+	drop_over_budget(settings, true);
 	publish_gauges();
-	pce_file_index_keep_current();
 }
 
 /* Forget every extent without dropping anything (mode off, mechanism gone). */

@@ -34,8 +34,9 @@
  * within a second of the last reading (a change in the same clock tick
  * would not move the timestamp).  A miss therefore costs one stat per
  * database directory, at most every REFRESH_MIN_MS, and a readdir of the
- * directories that changed; the worker also looks when it is idle
- * (pce_file_index_keep_current).  Keys that miss are remembered (a negative
+ * directories that changed; the worker also looks whenever it keeps up
+ * with the ring (pce_file_index_keep_current), so that a directory is
+ * mostly read before a scan's records need it.  Keys that miss are remembered (a negative
  * cache) until the index changes, so a temporary file's stream of records
  * costs one hash lookup each.
  *
@@ -438,11 +439,12 @@ pce_file_index_lookup(const PceFileKey *key, bool external)
 }
 
 /*
- * Once per worker round: bring the index up to date when it is due, so that
- * a directory that changed (a table made: its new files) is read while the
- * worker is idle, before a scan of the new table.  Read on a scan's first
- * records instead, a database directory of 100,000 files took the worker
- * away from the ring for about 180 ms here, while the scan read 130 MB.
+ * The worker keeps up with the ring: bring the index up to date (as a miss
+ * would, at most every REFRESH_MIN_MS), so that a directory that changed (a table made: its new
+ * files) is read while the worker is idle, before a scan of the new table.
+ * Read on a scan's first records instead, a database directory of 100,000
+ * files took the worker away from the ring for about 180 ms here, while the
+ * scan read 130 MB.
  */
 void
 pce_file_index_keep_current(void)

@@ -40,8 +40,11 @@
  * relation fork while it has live readers), up to one budget more
  * (HOLD_CAP_FACTOR), so that the scans' pages never exceed twice the
  * budget.  Pages beyond where any reader got are the front reader's
- * read-ahead: kept, within the budget.  Extents no live reader needs any
- * more are the oldest, so they go first.
+ * read-ahead: kept within the budget, up to all of it (evictor.c).
+ * Extents no live reader needs any more are the oldest, so they go first.
+ * Once a reader wrapped, or for pages before where a reader started, all
+ * counts as reached: such read-ahead is held as a sibling's, within the
+ * same cap.
  *
  *-------------------------------------------------------------------------
  */

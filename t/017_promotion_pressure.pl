@@ -38,6 +38,13 @@ my ($node, $s) = stock_node('promotion_pressure',
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
 like($s->{promotion}, qr/^on/, "promotion is on ($s->{promotion})");
+# the image goes also when the test dies (its server first: the mount is busy)
+END
+{
+	local $?;
+	$node->stop('immediate', fail_ok => 1) if $node;
+	root('ts-umount', $name);
+}
 
 # shared_t ~40 MB (the OLTP table a scan brought in), big ~100 MB (the
 # scan that reclaims)
@@ -149,5 +156,4 @@ my $log = slurp_file($node->logfile);
 unlike($log, qr/ERROR|PANIC|server process .* terminated/, 'no error in the server log');
 $node->safe_psql('postgres', 'DROP TABLE shared_t; DROP TABLESPACE small_folios');
 $node->stop;
-root('ts-umount', $name);
 done_testing();
