@@ -91,6 +91,8 @@
 #define WAITING_MAX_MS		60000
 /* a waiting extent dirty again but not under writeback: start it again after */
 #define WAITING_KICK_MS		1000
+/* read-ahead beyond the budget is kept this long (being read in, or read next) */
+#define READ_AHEAD_YOUNG_MS	1000
 /* how long the worker's largest lag behind the ring lowers its drops' target */
 #define LAG_MEMORY_MS		1000
 /* scan pages held for sibling scans never exceed this many times the budget */
@@ -628,21 +630,28 @@ held_for_sibling(const Extent *ext, PceScanPagesUse use, uint64 hold_pages,
 /*
  * Keep ext, read-ahead its reader reads next (sibling.c)?  Such pages are
  * kept within the budget (they are not subtracted, as held ones are), up to
- * all of it; beyond that they go as any other: a table that grows while it
- * is scanned, or a position that does not move, makes "ahead of every
- * reader" without end.  (Counted as held above the budget instead, a lone
- * scan at full disk speed peaked at 38-48 MB against 32: bench/scale.sh.)
+ * all of it; beyond that only while young: pages being read in right now
+ * cannot be dropped (the drop would be retried and the extent then
+ * forgotten with its pages cached, as t/010's COPY TO saw), while read-ahead
+ * a second old is a table that grows while it is scanned, or a position
+ * that does not move, which would make "ahead of every reader" endless.
+ * (Counted as held above the budget instead, a lone scan at full disk speed
+ * peaked at 38-48 MB against 32: bench/scale.sh.)
  */
 static bool
 kept_as_read_ahead(const Extent *ext, PceScanPagesUse use, uint64 budget_pages,
-				   uint64 *ahead_pages)
+				   uint64 *ahead_pages, TimestampTz now)
 {
 	uint64		pages = ext->npages - ext->nkept;
 
-	if (use != PCE_PAGES_READ_NEXT || *ahead_pages + pages > budget_pages)
+	if (use != PCE_PAGES_READ_NEXT)
 		return false;
-	*ahead_pages += pages;
-	return true;
+	if (*ahead_pages + pages <= budget_pages)
+	{
+		*ahead_pages += pages;
+		return true;
+	}
+	return !TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS);
 }
 
 /*
@@ -678,7 +687,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		if (tracked_pages + waiting_pages - held_pages <= target_pages && !too_old)
 			break;
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages);
-		if (!too_old && kept_as_read_ahead(oldest, use, budget_pages, &ahead_pages))
+		if (!too_old && kept_as_read_ahead(oldest, use, budget_pages, &ahead_pages, now))
 			continue;
 		if (held_for_sibling(oldest, use, hold_pages, &held_pages))
 			continue;
