@@ -111,6 +111,9 @@ build_dataset() {
 [ -f "$PGDATA/pce_bench_dataset" ] && [ "$(cat "$PGDATA/pce_bench_dataset")" = "$DATASET_ID" ] || build_dataset
 loader_load
 pg_start
+# the budget of this run (the dataset may have been built with another)
+q "ALTER SYSTEM SET pg_cache_ext.scan_budget = '${SCAN_BUDGET_MB}MB'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 
 NACC=$((SCALE * 100000))
 printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n' \

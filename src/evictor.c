@@ -28,7 +28,8 @@
  *
  * An extent that another live marked reader of the same relation has yet
  * to read (a synchronized scan behind this one, pg_dump's COPY behind a
- * count(*)) is passed over and kept, up to twice the budget: sibling.c.
+ * count(*)) is passed over and kept within the budget, and so are the
+ * pages a scan's read-ahead brought in ahead of it: sibling.c.
  * Pages a helper writes back into a file a live scan reads (the
  * checkpointer writing what the scan dirtied) reach here as the scan's
  * records too (tracker.bpf.c, folios_added_for_scan).
@@ -95,8 +96,8 @@
 #define READ_AHEAD_YOUNG_MS	1000
 /* how long the worker's largest lag behind the ring lowers its drops' target */
 #define LAG_MEMORY_MS		1000
-/* scan pages held for sibling scans never exceed this many times the budget */
-#define HOLD_CAP_FACTOR		2
+/* extents looked at for the gauge bytes_held_for_siblings, per round */
+#define HELD_COUNT_MAX_EXTENTS	4096
 
 typedef struct Extent
 {
@@ -610,65 +611,47 @@ drop_target(uint64 budget_pages)
 }
 
 /*
- * Keep ext over the budget, for a sibling scan that has yet to read what
- * another read (sibling.c)?  The oldest such extents are kept, up to
- * hold_pages in all: a reader far behind needs those first, and the rest
- * would not stay long enough.
+ * Pass over ext rather than drop it?  Pages a live reader of its relation
+ * has yet to read (sibling.c) are kept within the target, the oldest first:
+ * pages held for a sibling that has yet to read what another read (a reader
+ * far behind needs the oldest first; the rest would not stay long enough),
+ * and the front reader's own read-ahead, which it reads next.  Beyond the
+ * target, read-ahead is still kept while young: pages being read in right
+ * now cannot be dropped (the drop would be retried and the extent then
+ * forgotten with its pages cached, as t/010's COPY TO saw), while
+ * read-ahead a second old is a table that grows while it is scanned, or a
+ * position that does not move, which would make "ahead of every reader"
+ * endless.
  */
 static bool
-held_for_sibling(const Extent *ext, PceScanPagesUse use, uint64 hold_pages,
-				 uint64 *held_pages)
+passed_over(const Extent *ext, PceScanPagesUse use, uint64 target_pages,
+			uint64 *kept_pages, TimestampTz now)
 {
 	uint64		pages = ext->npages - ext->nkept;
 
-	if (use != PCE_PAGES_FOR_SIBLING || *held_pages + pages > hold_pages)
+	if (use == PCE_PAGES_DONE)
 		return false;
-	*held_pages += pages;
-	return true;
-}
-
-/*
- * Keep ext, read-ahead its reader reads next (sibling.c)?  Such pages are
- * kept within the budget (they are not subtracted, as held ones are), up to
- * all of it; beyond that only while young: pages being read in right now
- * cannot be dropped (the drop would be retried and the extent then
- * forgotten with its pages cached, as t/010's COPY TO saw), while read-ahead
- * a second old is a table that grows while it is scanned, or a position
- * that does not move, which would make "ahead of every reader" endless.
- * (Counted as held above the budget instead, a lone scan at full disk speed
- * peaked at 38-48 MB against 32: bench/scale.sh.)
- */
-static bool
-kept_as_read_ahead(const Extent *ext, PceScanPagesUse use, uint64 budget_pages,
-				   uint64 *ahead_pages, TimestampTz now)
-{
-	uint64		pages = ext->npages - ext->nkept;
-
-	if (use != PCE_PAGES_READ_NEXT)
-		return false;
-	if (*ahead_pages + pages <= budget_pages)
+	if (*kept_pages + pages <= target_pages)
 	{
-		*ahead_pages += pages;
+		*kept_pages += pages;
 		return true;
 	}
-	return !TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS);
+	return use == PCE_PAGES_READ_NEXT &&
+		!TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS);
 }
 
 /*
- * Drop the oldest extents until within the settings' budget and age,
- * passing over those a sibling scan has yet to read: they stay, up to
- * (HOLD_CAP_FACTOR - 1) budgets more (so the scans' pages never exceed
- * HOLD_CAP_FACTOR budgets), and go first once every reader has passed
- * them, being the oldest.
+ * Drop the oldest extents until within the settings' budget and age.  The
+ * budget holds every scan page: those no live reader needs any more go
+ * first (they are the oldest), then those that nobody has yet to read
+ * beyond what the target keeps for the readers (passed_over).
  */
 static void
 drop_over_budget(const PceSettings *settings, bool positions_fresh)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	uint64		target_pages = drop_target(budget_pages);
-	uint64		hold_pages = budget_pages * (HOLD_CAP_FACTOR - 1);
-	uint64		held_pages = 0;
-	uint64		ahead_pages = 0;
+	uint64		kept_pages = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
 
@@ -684,12 +667,10 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		/* pages waiting for their writeback are still the scans' pages */
-		if (tracked_pages + waiting_pages - held_pages <= target_pages && !too_old)
+		if (tracked_pages + waiting_pages <= target_pages && !too_old)
 			break;
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages);
-		if (!too_old && kept_as_read_ahead(oldest, use, budget_pages, &ahead_pages, now))
-			continue;
-		if (held_for_sibling(oldest, use, hold_pages, &held_pages))
+		if (!too_old && passed_over(oldest, use, target_pages, &kept_pages, now))
 			continue;
 
 		/*
@@ -700,9 +681,34 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		if (drop_extent(oldest) == DROP_RETRY)
 			break;
 	}
-	if (pce_shared)
-		pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],
-							held_pages * page_size);
+}
+
+/*
+ * The gauge bytes_held_for_siblings: tracked pages that a live reader has
+ * yet to read and another has read (at most HELD_COUNT_MAX_EXTENTS looked
+ * at, the oldest: the tracked extents are within the budget but for a
+ * backlog).
+ */
+static void
+publish_held_for_siblings(void)
+{
+	dlist_iter	iter;
+	uint64		held_pages = 0;
+	int			looked_at = 0;
+
+	if (!pce_shared)
+		return;
+	dlist_foreach(iter, &extents)
+	{
+		Extent	   *ext = dlist_container(Extent, node, iter.cur);
+
+		if (looked_at++ >= HELD_COUNT_MAX_EXTENTS)
+			break;
+		if (pce_sibling_use(&ext->file, ext->start, ext->npages) == PCE_PAGES_FOR_SIBLING)
+			held_pages += ext->npages - ext->nkept;
+	}
+	pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],
+						held_pages * page_size);
 }
 
 /*
@@ -716,6 +722,7 @@ pce_evictor_enforce(const PceSettings *settings)
 	pce_sibling_refresh();		/* also when within the budget: forgets readers gone */
 	drop_over_budget(settings, true);
 	publish_gauges();
+	publish_held_for_siblings();
 }
 
 /* Forget every extent without dropping anything (mode off, mechanism gone). */

@@ -81,7 +81,7 @@ extern int	pce_scan_min_percent;
 	X(BYTES_PROMOTED, "bytes_promoted") \
 	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages dropped while dirty, \
 										 * waiting for their writeback to end */ \
-	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages over the \
+	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages in the \
 															 * budget kept for a sibling scan \
 															 * that has yet to read them */
 
