@@ -159,6 +159,7 @@ run_phase() {
 	q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
 	pgb -c "$CLIENTS" -j "$CLIENTS" -T "$WARM" -f "$OUT/oltp_zipf.sql" >/dev/null 2>&1
 	local ref0 rd0 drop0 for0
+	q "SELECT name, value FROM cache_ext_stats() ORDER BY name" > "$dir/stats-before.txt" 2>/dev/null || true
 	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
 	t_start=$(date +%s); deadline=$((t_start + DUR))
@@ -179,6 +180,8 @@ run_phase() {
 	   AND (application_name IN ('pce_scan', 'pg_dump') OR query ~* '^(VACUUM|COPY)')" >/dev/null 2>&1 || true
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
 	BG_PIDS=""
+	# every counter at the window's end, beside those at its start
+	q "SELECT name, value FROM cache_ext_stats() ORDER BY name" > "$dir/stats-after.txt" 2>/dev/null || true
 	local tps p99 ref rd hot held_max scan_end
 	tps=$(awk '/^tps/ { printf "%.0f", $3; exit }' "$dir/pgbench.out")
 	p99=$(cat "$dir"/oltp.* | awk '{ print $3 }' | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int(NR * 0.99)] / 1000 }')

@@ -81,8 +81,8 @@
  * the ring still holds.  A large folio (up to 2 MiB) fits in one.
  */
 #define EVICT_BATCH_BYTES	(2 * 1024 * 1024)
-/* times an extent whose clean pages are still cached after a drop is retried */
-#define DROP_RETRIES		5
+/* how long an extent whose clean pages are still cached after a drop is retried */
+#define IN_USE_RETRY_MS		2000
 /* batches read and dropped in one call, before the worker's other work */
 #define MAX_BATCHES			64
 /* what handle_event returns to stop the ring's consumption for a drop */
@@ -98,6 +98,8 @@
 #define LAG_MEMORY_MS		1000
 /* extents looked at for the gauge bytes_held_for_siblings, per round */
 #define HELD_COUNT_MAX_EXTENTS	4096
+/* extents ranked by how soon a reader needs them, per drop (the oldest) */
+#define RANKED_MAX_EXTENTS	1024
 
 typedef struct Extent
 {
@@ -109,7 +111,7 @@ typedef struct Extent
 	uint32		nkept;			/* pages promoted: never dropped */
 	uint64		kept[EXTENT_MAX_PAGES / 64];	/* which ones */
 	TimestampTz born;
-	int			retries;		/* drops that left clean pages cached */
+	TimestampTz in_use_since;	/* first drop that left clean pages cached */
 	bool		is_waiting;		/* in the waiting list, not the arrival list */
 	TimestampTz waiting_since;	/* when a drop met its dirty pages */
 	TimestampTz kicked_at;		/* when we last started their writeback */
@@ -267,11 +269,30 @@ count_dropped(const Extent *ext, bool measured, const PceCacheStat *before,
 	pce_count(PCE_USTAT_BYTES_DROPPED, pages * page_size);
 }
 
+/*
+ * Clean pages of ext still cached after a drop are in use right now: being
+ * read in (on a throttled or busy disk, for hundreds of milliseconds) or
+ * copied out.  They are retried, apart with the dirty ones, for
+ * IN_USE_RETRY_MS; after that they are someone's again (read anew by
+ * another reader, whose own record tracks them), and left.  (Retried a
+ * fixed number of times instead, every batch, an extent under read-in on
+ * a disk four scans share was forgotten with its pages within 50 ms: the
+ * scanned table held 200 MB against a 32 MB budget, bench/siblings.sh.)
+ */
+static bool
+still_in_use(Extent *ext)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (ext->in_use_since == 0)
+		ext->in_use_since = now;
+	return !TimestampDifferenceExceeds(ext->in_use_since, now, IN_USE_RETRY_MS);
+}
+
 typedef enum DropResult
 {
 	DROP_DONE,					/* dropped (or gone): forgotten */
-	DROP_WAITING,				/* dirty pages: waiting for their writeback */
-	DROP_RETRY,					/* clean pages still cached: in use right now */
+	DROP_WAITING,				/* dirty or in-use pages: waiting apart */
 } DropResult;
 
 /*
@@ -279,7 +300,8 @@ typedef enum DropResult
  * kernel skipped because they were dirty (a scan's hint bits, written back
  * by PostgreSQL) are under writeback now, which fadvise started: ext then
  * waits for it (see check_waiting).  Clean pages still cached are being
- * read in or copied out right now: ext is kept for a retry.
+ * read in or copied out right now: ext waits apart too, for a retry
+ * (still_in_use).
  */
 static DropResult
 drop_extent(Extent *ext)
@@ -306,8 +328,8 @@ drop_extent(Extent *ext)
 	{
 		if (after.dirty + after.writeback > 0)
 			result = DROP_WAITING;
-		else if (ext->retries++ < DROP_RETRIES)
-			result = DROP_RETRY;
+		else if (still_in_use(ext))
+			result = DROP_WAITING;
 	}
 	if (result == DROP_WAITING && !ext->is_waiting)
 		start_waiting(ext);
@@ -610,6 +632,62 @@ drop_target(uint64 budget_pages)
 	return budget_pages - Min(room, budget_pages / 2);
 }
 
+typedef struct NextUse
+{
+	uint64		pages_away;		/* pages a reader reads before it needs them */
+	uint64		pages;
+} NextUse;
+
+static int
+next_use_cmp(const void *a, const void *b)
+{
+	const NextUse *x = a;
+	const NextUse *y = b;
+
+	return x->pages_away < y->pages_away ? -1 : x->pages_away > y->pages_away;
+}
+
+/*
+ * What the target holds for siblings, with two readers or more: what they
+ * read soonest.  Held oldest first instead, pages for a reader far behind
+ * (a VACUUM beside two count(*)) filled the target, and the pages between
+ * a synchronized scan and the one just behind it were dropped and read
+ * again.  Returns the distance (pages_away) below which the extents held
+ * for a sibling fit in target_pages; with one reader, no limit.  (The
+ * front reader's read-ahead is not ranked: it is the newest, and has the
+ * room the held pages leave, or its youth.)
+ */
+static uint64
+soonest_needed(uint64 target_pages)
+{
+	static NextUse uses[RANKED_MAX_EXTENTS];
+	int			n = 0;
+	uint64		sum = 0;
+	dlist_iter	iter;
+
+	if (pce_sibling_readers() < 2)
+		return PG_UINT64_MAX;
+	dlist_foreach(iter, &extents)
+	{
+		Extent	   *ext = dlist_container(Extent, node, iter.cur);
+
+		if (n >= RANKED_MAX_EXTENTS)
+			break;
+		if (pce_sibling_use(&ext->file, ext->start, ext->npages,
+							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING)
+			continue;
+		uses[n++].pages = ext->npages - ext->nkept;
+	}
+	qsort(uses, n, sizeof(NextUse), next_use_cmp);
+	for (int i = 0; i < n; i++)
+	{
+		if (sum + uses[i].pages > target_pages)
+			return uses[i].pages_away;
+		sum += uses[i].pages;
+	}
+	return PG_UINT64_MAX;
+}
+
 /*
  * Pass over ext rather than drop it?  Pages a live reader of its relation
  * has yet to read (sibling.c) are kept within the target, the oldest first:
@@ -624,14 +702,16 @@ drop_target(uint64 budget_pages)
  * endless.
  */
 static bool
-passed_over(const Extent *ext, PceScanPagesUse use, uint64 target_pages,
-			uint64 *kept_pages, TimestampTz now)
+passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
+			uint64 keep_below, uint64 target_pages, uint64 *kept_pages,
+			TimestampTz now)
 {
 	uint64		pages = ext->npages - ext->nkept;
 
 	if (use == PCE_PAGES_DONE)
 		return false;
-	if (*kept_pages + pages <= target_pages)
+	if ((use == PCE_PAGES_READ_NEXT || pages_away < keep_below) &&
+		*kept_pages + pages <= target_pages)
 	{
 		*kept_pages += pages;
 		return true;
@@ -652,6 +732,8 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	uint64		target_pages = drop_target(budget_pages);
 	uint64		kept_pages = 0;
+	uint64		keep_below = 0;
+	bool		ranked = false;
 	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
 
@@ -663,23 +745,22 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	{
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
 		PceScanPagesUse use;
+		uint64		pages_away;
 		bool		too_old = settings->scan_max_age_s > 0 &&
 			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
 
 		/* pages waiting for their writeback are still the scans' pages */
 		if (tracked_pages + waiting_pages <= target_pages && !too_old)
 			break;
-		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages);
-		if (!too_old && passed_over(oldest, use, target_pages, &kept_pages, now))
+		if (!ranked)
+			keep_below = soonest_needed(target_pages);
+		ranked = true;
+		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages, &pages_away);
+		if (!too_old && passed_over(oldest, use, pages_away, keep_below, target_pages,
+									&kept_pages, now))
 			continue;
 
-		/*
-		 * Clean pages still cached after the drop are being read right now:
-		 * stop here rather than drop newer extents, which the reader has not
-		 * reached yet; the next round tries again.  Dirty ones wait apart.
-		 */
-		if (drop_extent(oldest) == DROP_RETRY)
-			break;
+		(void) drop_extent(oldest);
 	}
 }
 
@@ -701,10 +782,12 @@ publish_held_for_siblings(void)
 	dlist_foreach(iter, &extents)
 	{
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
+		uint64		pages_away;
 
 		if (looked_at++ >= HELD_COUNT_MAX_EXTENTS)
 			break;
-		if (pce_sibling_use(&ext->file, ext->start, ext->npages) == PCE_PAGES_FOR_SIBLING)
+		if (pce_sibling_use(&ext->file, ext->start, ext->npages, &pages_away) ==
+			PCE_PAGES_FOR_SIBLING)
 			held_pages += ext->npages - ext->nkept;
 	}
 	pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],

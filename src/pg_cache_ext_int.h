@@ -271,7 +271,9 @@ typedef enum PceScanPagesUse
 	PCE_PAGES_FOR_SIBLING,		/* one has, and another read them already */
 	PCE_PAGES_READ_NEXT			/* ahead of every reader: read-ahead */
 } PceScanPagesUse;
-extern PceScanPagesUse pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages);
+extern PceScanPagesUse pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages,
+									   uint64 *pages_away);
+extern int	pce_sibling_readers(void);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

@@ -319,6 +319,16 @@ place_needs(const ReaderPlace *p, uint64 from, uint64 to)
 	return to - 1 > p->pos || from < p->first;
 }
 
+/* The furthest page a reader of rel got; 0 if none */
+static uint64
+relation_reach(const PceRelationFile *rel)
+{
+	for (int i = 0; i < nreaches; i++)
+		if (same_relation(&reaches[i].rel, rel))
+			return reaches[i].reach;
+	return 0;
+}
+
 /* Has some reader of rel (live, or gone while others read on) read up to page last? */
 static bool
 reached(const PceRelationFile *rel, uint64 last)
@@ -330,18 +340,39 @@ reached(const PceRelationFile *rel, uint64 last)
 }
 
 /*
+ * Pages the reader at p reads before it gets to page from (which it needs):
+ * after its position, directly; before its start (it has yet to wrap),
+ * after the rest of the relation, whose end is taken as the furthest page
+ * any reader got.
+ */
+static uint64
+place_distance(const ReaderPlace *p, const PceRelationFile *rel, uint64 from)
+{
+	uint64		end = Max(relation_reach(rel), p->pos);
+
+	if (from > p->pos)
+		return from - p->pos;
+	if (p->pos < p->first)
+		return 0;				/* wrapped, and from is within what it reads */
+	return from < p->first ? end - p->pos + from : 0;
+}
+
+/*
  * What are the pages start .. start + npages - 1 of file to the live
  * marked readers of its relation fork: read by all that will read them
  * (done), yet to be read by one and read by another (for a sibling), or
  * beyond where any reader got: the front reader's own read-ahead, which it
- * reads next (dropping it would make it read the pages again).
+ * reads next (dropping it would make it read the pages again).  *pages_away
+ * says how soon: the fewest pages a reader that needs them reads first.
  */
 PceScanPagesUse
-pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages)
+pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pages_away)
 {
 	PceRelationFile rel;
 	uint64		from;
+	bool		needed = false;
 
+	*pages_away = PG_UINT64_MAX;
 	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
 		return PCE_PAGES_DONE;
 	from = rel.segno * pages_per_segment() + start;
@@ -351,10 +382,20 @@ pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages)
 		{
 			const ReaderPlace *p = &readers[i].places[k];
 
-			if (p->used != 0 && same_relation(&p->rel, &rel) &&
-				place_needs(p, from, from + npages))
-				return reached(&rel, from + npages - 1) ?
-					PCE_PAGES_FOR_SIBLING : PCE_PAGES_READ_NEXT;
+			if (p->used == 0 || !same_relation(&p->rel, &rel) ||
+				!place_needs(p, from, from + npages))
+				continue;
+			needed = true;
+			*pages_away = Min(*pages_away, place_distance(p, &rel, from));
 		}
-	return PCE_PAGES_DONE;
+	if (!needed)
+		return PCE_PAGES_DONE;
+	return reached(&rel, from + npages - 1) ? PCE_PAGES_FOR_SIBLING : PCE_PAGES_READ_NEXT;
+}
+
+/* Live readers followed now (the evictor ranks what they need only for two or more). */
+int
+pce_sibling_readers(void)
+{
+	return nreaders;
 }
