@@ -22,9 +22,9 @@
  * several MB, large folios) and a fast reader, the oldest extent can be the
  * one the scan is reading; its pages would stay cached, no longer tracked.
  * So after the call we ask the kernel (cachestat) whether the extent's
- * clean pages are gone, and if not, keep the extent and try again at the
- * next round (a few times at most), without dropping newer extents
- * meanwhile.  bytes_dropped counts what cachestat saw leave.
+ * clean pages are gone, and if not, the extent waits with the dirty ones
+ * and is tried again each round, for a while (still_in_use).
+ * bytes_dropped counts what cachestat saw leave.
  *
  * An extent that another live marked reader of the same relation has yet
  * to read (a synchronized scan behind this one, pg_dump's COPY behind a

@@ -111,7 +111,8 @@ cmp_ok($held, '>=', $budget_mb / 2 * $mb,
 # The follower reads the next three quarters of what was held: from the
 # cache, not from disk (what its process, and the I/O workers of 18+ that
 # may read for it, read from storage, readahead included: /proc/<pid>/io).
-my $move_mb = $held / $mb * 0.75;
+# (at least three quarters of half the budget: nothing held is not nothing to read)
+my $move_mb = 0.75 * ($held / $mb > $budget_mb / 2 ? $held / $mb : $budget_mb / 2);
 my @io_workers = split /\n/, $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
 my $read_before = disk_read_bytes($follower, @io_workers);
