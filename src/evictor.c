@@ -113,7 +113,7 @@ typedef struct Extent
 	TimestampTz born;
 	TimestampTz in_use_since;	/* first drop that left clean pages cached */
 	bool		is_waiting;		/* in the waiting list, not the arrival list */
-	TimestampTz waiting_since;	/* when a drop met its dirty pages */
+	TimestampTz waiting_since;	/* when a drop met its dirty or in-use pages */
 	TimestampTz kicked_at;		/* when we last started their writeback */
 } Extent;
 
@@ -205,7 +205,7 @@ forget_extent(Extent *ext)
 	pfree(ext);
 }
 
-/* A drop met dirty pages: move ext to the waiting list. */
+/* A drop met dirty or in-use pages: move ext to the waiting list. */
 static void
 start_waiting(Extent *ext)
 {
@@ -690,16 +690,17 @@ soonest_needed(uint64 target_pages)
 
 /*
  * Pass over ext rather than drop it?  Pages a live reader of its relation
- * has yet to read (sibling.c) are kept within the target, the oldest first:
- * pages held for a sibling that has yet to read what another read (a reader
- * far behind needs the oldest first; the rest would not stay long enough),
- * and the front reader's own read-ahead, which it reads next.  Beyond the
- * target, read-ahead is still kept while young: pages being read in right
- * now cannot be dropped (the drop would be retried and the extent then
- * forgotten with its pages cached, as t/010's COPY TO saw), while
- * read-ahead a second old is a table that grows while it is scanned, or a
- * position that does not move, which would make "ahead of every reader"
- * endless.
+ * has yet to read (sibling.c) are kept within the target: pages held for a
+ * sibling that has yet to read what another read (with two readers or
+ * more, those needed soonest: soonest_needed; else the oldest, which a
+ * reader far behind needs first), and the front reader's own read-ahead,
+ * which it reads next.  Beyond the target, read-ahead is still kept while
+ * young: pages being read in right now cannot be dropped (the drop would
+ * only wait for them: still_in_use), while read-ahead a second old is a
+ * table that grows while it is scanned, or a position that does not move,
+ * which would make "ahead of every reader" endless.  (Extents in the
+ * waiting list are not counted here: they can take the scans' pages over
+ * the target.)
  */
 static bool
 passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
@@ -722,9 +723,9 @@ passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
 
 /*
  * Drop the oldest extents until within the settings' budget and age.  The
- * budget holds every scan page: those no live reader needs any more go
- * first (they are the oldest), then those that nobody has yet to read
- * beyond what the target keeps for the readers (passed_over).
+ * budget holds every scan page: extents no live reader needs any more go
+ * first (they are the oldest), and of those a reader still needs, all but
+ * what the target keeps for the readers (passed_over).
  */
 static void
 drop_over_budget(const PceSettings *settings, bool positions_fresh)
@@ -817,4 +818,5 @@ pce_evictor_forget_all(void)
 	while (!dlist_is_empty(&waiting))
 		forget_extent(dlist_head_element(Extent, node, &waiting));
 	publish_gauges();
+	publish_held_for_siblings();
 }

@@ -35,12 +35,13 @@
  * read the pages after pos, and, before it wrapped, those before first.
  *
  * The evictor (evictor.c) asks pce_sibling_use() before it drops an
- * extent over the budget.  Within the budget, it keeps the oldest extents
- * that a reader still needs and another has read (the furthest page any
- * reader got, kept per relation fork while it has live readers), and the
- * pages beyond where any reader got, the front reader's read-ahead; it
- * drops first those no live reader needs any more (they are the oldest),
- * then the newest of those it would keep.  The budget holds all of them:
+ * extent over the budget.  Within the budget, it keeps the extents that a
+ * reader still needs and another has read (the furthest page any reader
+ * got, kept per relation fork while it has live readers): with two readers
+ * or more those a reader needs soonest (pages_away), else the oldest; and
+ * the pages beyond where any reader got, the front reader's read-ahead.
+ * It drops first those no live reader needs any more (they are the
+ * oldest), then those it does not keep.  The budget holds all of them:
  * the memory scans share is the memory the administrator gives them.
  * Once a reader wrapped, or for pages before where a reader started, all
  * counts as reached: such read-ahead is kept as a sibling's.
