@@ -326,9 +326,7 @@ drop_extent(Extent *ext)
 	count_dropped(ext, measured, &before, &after);
 	if (ok && measured && after.cached > ext->nkept)
 	{
-		if (after.dirty + after.writeback > 0)
-			result = DROP_WAITING;
-		else if (still_in_use(ext))
+		if (after.dirty + after.writeback > 0 || still_in_use(ext))
 			result = DROP_WAITING;
 	}
 	if (result == DROP_WAITING && !ext->is_waiting)
@@ -754,8 +752,10 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		if (tracked_pages + waiting_pages <= target_pages && !too_old)
 			break;
 		if (!ranked)
+		{
 			keep_below = soonest_needed(target_pages);
-		ranked = true;
+			ranked = true;
+		}
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages, &pages_away);
 		if (!too_old && passed_over(oldest, use, pages_away, keep_below, target_pages,
 									&kept_pages, now))
@@ -783,12 +783,10 @@ publish_held_for_siblings(void)
 	dlist_foreach(iter, &extents)
 	{
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
-		uint64		pages_away;
 
 		if (looked_at++ >= HELD_COUNT_MAX_EXTENTS)
 			break;
-		if (pce_sibling_use(&ext->file, ext->start, ext->npages, &pages_away) ==
-			PCE_PAGES_FOR_SIBLING)
+		if (pce_sibling_use(&ext->file, ext->start, ext->npages, NULL) == PCE_PAGES_FOR_SIBLING)
 			held_pages += ext->npages - ext->nkept;
 	}
 	pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],

@@ -176,15 +176,22 @@ reader_slot(__u32 pid, uint64 start_ticks)
 	return &readers[nreaders++];
 }
 
+/* The reach kept for rel; NULL if none */
+static RelationReach *
+reach_of(const PceRelationFile *rel)
+{
+	for (int i = 0; i < nreaches; i++)
+		if (same_relation(&reaches[i].rel, rel))
+			return &reaches[i];
+	return NULL;
+}
+
 /* A live reader of rel read up to page pos (all of it, once it wrapped). */
 static void
 note_reach(const PceRelationFile *rel, uint64 pos, bool wrapped)
 {
-	RelationReach *r = NULL;
+	RelationReach *r = reach_of(rel);
 
-	for (int i = 0; i < nreaches && !r; i++)
-		if (same_relation(&reaches[i].rel, rel))
-			r = &reaches[i];
 	if (!r)
 	{
 		if (nreaches >= MAX_REACHES)
@@ -320,24 +327,13 @@ place_needs(const ReaderPlace *p, uint64 from, uint64 to)
 	return to - 1 > p->pos || from < p->first;
 }
 
-/* The furthest page a reader of rel got; 0 if none */
-static uint64
-relation_reach(const PceRelationFile *rel)
-{
-	for (int i = 0; i < nreaches; i++)
-		if (same_relation(&reaches[i].rel, rel))
-			return reaches[i].reach;
-	return 0;
-}
-
 /* Has some reader of rel (live, or gone while others read on) read up to page last? */
 static bool
 reached(const PceRelationFile *rel, uint64 last)
 {
-	for (int i = 0; i < nreaches; i++)
-		if (same_relation(&reaches[i].rel, rel))
-			return last <= reaches[i].reach;
-	return false;
+	RelationReach *r = reach_of(rel);
+
+	return r && last <= r->reach;
 }
 
 /*
@@ -349,7 +345,8 @@ reached(const PceRelationFile *rel, uint64 last)
 static uint64
 place_distance(const ReaderPlace *p, const PceRelationFile *rel, uint64 from)
 {
-	uint64		end = Max(relation_reach(rel), p->pos);
+	RelationReach *r = reach_of(rel);
+	uint64		end = Max(r ? r->reach : 0, p->pos);
 
 	if (from > p->pos)
 		return from - p->pos;
@@ -364,7 +361,8 @@ place_distance(const ReaderPlace *p, const PceRelationFile *rel, uint64 from)
  * (done), yet to be read by one and read by another (for a sibling), or
  * beyond where any reader got: the front reader's own read-ahead, which it
  * reads next (dropping it would make it read the pages again).  *pages_away
- * says how soon: the fewest pages a reader that needs them reads first.
+ * (unless NULL) says how soon: the fewest pages a reader that needs them
+ * reads first.
  */
 PceScanPagesUse
 pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pages_away)
@@ -373,7 +371,8 @@ pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pag
 	uint64		from;
 	bool		needed = false;
 
-	*pages_away = PG_UINT64_MAX;
+	if (pages_away)
+		*pages_away = PG_UINT64_MAX;
 	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
 		return PCE_PAGES_DONE;
 	from = rel.segno * pages_per_segment() + start;
@@ -387,7 +386,8 @@ pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pag
 				!place_needs(p, from, from + npages))
 				continue;
 			needed = true;
-			*pages_away = Min(*pages_away, place_distance(p, &rel, from));
+			if (pages_away)
+				*pages_away = Min(*pages_away, place_distance(p, &rel, from));
 		}
 	if (!needed)
 		return PCE_PAGES_DONE;
