@@ -49,6 +49,8 @@ SCAN_CG_MB=48					# lib.sh makes it; unused here
 SHARED_BUFFERS=${SHARED_BUFFERS:-32MB}
 SCAN_BUDGET_MB=${SCAN_BUDGET_MB:-32}
 CLIENTS=${CLIENTS:-2}
+# the scanners of a window, each started a second after the one before
+SCANS=${SCANS:-count dump count vacuum}
 WARM=3
 BENCH_DIR=${BENCH_DIR:-/var/tmp/pce-bench-siblings}
 PGPORT=${PGPORT:-5498}
@@ -121,6 +123,11 @@ printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_acco
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
 now() { date +%s.%N; }
 stat_pce() { q "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = '$1'), 0)" 2>/dev/null || echo 0; }
+# the evictor's gauges (MB): waiting, tracked, held for siblings (held.dat's columns 3-5)
+gauges_mb() {
+	q "SELECT string_agg(round(value / 1048576.0, 1)::text, ' ' ORDER BY name DESC) FROM cache_ext_stats()
+	   WHERE name IN ('bytes_tracked', 'bytes_waiting', 'bytes_held_for_siblings')" 2>/dev/null || echo "- - -"
+}
 cached_mb() { q "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
 
 # A loop of one kind of scan until $3 (epoch s): each completed scan's
@@ -164,12 +171,13 @@ run_phase() {
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
 	t_start=$(date +%s); deadline=$((t_start + DUR))
 	log "window $cfg round $round${rate:+ (OLTP at -R $rate)}: start"
-	scan_loop count "$dir/count.s" "$deadline" & pids="$pids $!"
-	( sleep 2; scan_loop count "$dir/count.s" "$deadline" ) & pids="$pids $!"
-	( sleep 1; scan_loop dump "$dir/dump.s" "$deadline" ) & pids="$pids $!"
-	scan_loop vacuum "$dir/vacuum.s" "$deadline" & pids="$pids $!"
+	local kind delay=0
+	for kind in $SCANS; do
+		( sleep "$delay"; scan_loop "$kind" "$dir/$kind.s" "$deadline" ) & pids="$pids $!"
+		delay=$((delay + 1))
+	done
 	( while [ "$(date +%s)" -lt "$deadline" ]; do
-		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t)"; sleep 1
+		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
 	BG_PIDS=$pids
 	( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \

@@ -100,6 +100,8 @@
 #define HELD_COUNT_MAX_EXTENTS	4096
 /* extents ranked by how soon a reader needs them, per drop (the oldest) */
 #define RANKED_MAX_EXTENTS	1024
+/* ... of at most this many looked at */
+#define RANKED_LOOK_MAX		(4 * RANKED_MAX_EXTENTS)
 
 typedef struct Extent
 {
@@ -113,6 +115,7 @@ typedef struct Extent
 	TimestampTz born;
 	TimestampTz in_use_since;	/* first drop that left clean pages cached */
 	bool		is_waiting;		/* in the waiting list, not the arrival list */
+	uint32		cached_unkept;	/* while waiting: its unkept pages still cached */
 	TimestampTz waiting_since;	/* when a drop met its dirty or in-use pages */
 	TimestampTz kicked_at;		/* when we last started their writeback */
 } Extent;
@@ -136,8 +139,9 @@ static dlist_head extents = DLIST_STATIC_INIT(extents);
 static HTAB *tracked_files = NULL;
 static dlist_head waiting = DLIST_STATIC_INIT(waiting);
 static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
-static uint64 waiting_pages = 0;	/* the same, of the extents in waiting */
+static uint64 waiting_pages = 0;	/* cached unkept pages of the waiting extents */
 static uint64 tracked_extents = 0;
+static uint64 waiting_extents = 0;	/* of them, in the waiting list */
 static long page_size = 4096;
 /* pages recorded since the last drop, in this batch */
 static uint64 batch_pages = 0;
@@ -198,23 +202,42 @@ forget_extent(Extent *ext)
 		hash_search(tracked_files, &ext->file, HASH_REMOVE, NULL);
 	dlist_delete(&ext->node);
 	if (ext->is_waiting)
-		waiting_pages -= ext->npages - ext->nkept;
+	{
+		waiting_pages -= ext->cached_unkept;
+		waiting_extents--;
+	}
 	else
 		tracked_pages -= ext->npages - ext->nkept;
 	tracked_extents--;
 	pfree(ext);
 }
 
+/*
+ * A waiting extent's pages that still count against the budget: those
+ * cachestat saw cached (cached_pages), less the kept ones.  The pages a
+ * drop did remove are gone, and count no more.
+ */
+static void
+set_cached_unkept(Extent *ext, uint64 cached_pages)
+{
+	uint32		unkept = cached_pages > ext->nkept ? (uint32) (cached_pages - ext->nkept) : 0;
+
+	waiting_pages = waiting_pages - ext->cached_unkept + unkept;
+	ext->cached_unkept = unkept;
+}
+
 /* A drop met dirty or in-use pages: move ext to the waiting list. */
 static void
-start_waiting(Extent *ext)
+start_waiting(Extent *ext, uint64 cached_pages)
 {
 	dlist_delete(&ext->node);
 	dlist_push_tail(&waiting, &ext->node);
 	ext->is_waiting = true;
 	ext->waiting_since = ext->kicked_at = GetCurrentTimestamp();
 	tracked_pages -= ext->npages - ext->nkept;
-	waiting_pages += ext->npages - ext->nkept;
+	ext->cached_unkept = 0;
+	set_cached_unkept(ext, cached_pages);
+	waiting_extents++;
 }
 
 /* fadvise(DONTNEED) the pages of ext that were not promoted; false on error */
@@ -248,6 +271,18 @@ static bool
 extent_cache(int fd, const Extent *ext, PceCacheStat *cs)
 {
 	return pce_cachestat(fd, ext->start * page_size, (uint64) ext->npages * page_size, cs);
+}
+
+/* A waiting extent's writeback is over: back among the oldest tracked extents. */
+static void
+stop_waiting(Extent *ext)
+{
+	set_cached_unkept(ext, 0);
+	dlist_delete(&ext->node);
+	dlist_push_head(&extents, &ext->node);
+	ext->is_waiting = false;
+	waiting_extents--;
+	tracked_pages += ext->npages - ext->nkept;
 }
 
 /*
@@ -330,7 +365,9 @@ drop_extent(Extent *ext)
 			result = DROP_WAITING;
 	}
 	if (result == DROP_WAITING && !ext->is_waiting)
-		start_waiting(ext);
+		start_waiting(ext, after.cached);
+	else if (result == DROP_WAITING)
+		set_cached_unkept(ext, after.cached);
 	else if (result == DROP_DONE)
 	{
 		pce_count(ok ? PCE_USTAT_EXTENTS_DROPPED : PCE_USTAT_DROP_ERRORS, 1);
@@ -340,11 +377,14 @@ drop_extent(Extent *ext)
 }
 
 /*
- * A waiting extent: drop it once its writeback is over; start the
- * writeback again if its pages were dirtied again meanwhile.  After
- * WAITING_MAX_MS its pages are left to the kernel.
+ * A waiting extent: once its writeback is over, it is one of the oldest
+ * tracked extents again, dropped or kept for a sibling like any other
+ * (drop_over_budget: a sibling behind the scan that dirtied them reads
+ * those pages next).  Start the writeback again if its pages were dirtied
+ * again meanwhile.  After WAITING_MAX_MS its pages are left to the kernel.
+ * Returns whether it still waits.
  */
-static void
+static bool
 check_waiting_extent(Extent *ext, TimestampTz now)
 {
 	int			fd;
@@ -353,7 +393,7 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 	if (TimestampDifferenceExceeds(ext->waiting_since, now, WAITING_MAX_MS))
 	{
 		forget_extent(ext);
-		return;
+		return false;
 	}
 	fd = pce_file_index_open(&ext->file);
 	if (fd < 0 || !extent_cache(fd, ext, &cs))
@@ -361,7 +401,7 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 		if (fd >= 0)
 			close(fd);
 		forget_extent(ext);		/* gone with its file */
-		return;
+		return false;
 	}
 	if (cs.writeback == 0 && cs.dirty > 0 &&
 		TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
@@ -371,23 +411,30 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 		ext->kicked_at = now;
 	}
 	close(fd);
-	if (cs.dirty + cs.writeback == 0)
-		(void) drop_extent(ext);
+	set_cached_unkept(ext, cs.cached);
+	if (cs.dirty + cs.writeback > 0)
+		return true;
+	stop_waiting(ext);
+	return false;
 }
 
-/* Look at the oldest waiting extents (a few per round). */
+/*
+ * Look at a few waiting extents per round, in turn: one still waiting
+ * goes to the back of the list, so that extents queued behind a long
+ * writeback still get their retries (an in-use extent has IN_USE_RETRY_MS).
+ */
 static void
 check_waiting(void)
 {
-	dlist_mutable_iter iter;
 	TimestampTz now = GetCurrentTimestamp();
-	int			checked = 0;
+	uint64		checks = Min(waiting_extents, WAITING_CHECKS);
 
-	dlist_foreach_modify(iter, &waiting)
+	for (uint64 i = 0; i < checks; i++)
 	{
-		if (checked++ >= WAITING_CHECKS)
-			break;
-		check_waiting_extent(dlist_container(Extent, node, iter.cur), now);
+		Extent	   *ext = dlist_head_element(Extent, node, &waiting);
+
+		if (check_waiting_extent(ext, now))
+			dlist_move_tail(&waiting, &ext->node);
 	}
 }
 
@@ -481,7 +528,7 @@ promote_folio(const struct pce_folio_event *ev)
 		}
 		promoted += ext->nkept - kept_before;
 		if (ext->is_waiting)
-			waiting_pages -= ext->nkept - kept_before;
+			set_cached_unkept(ext, ext->cached_unkept + kept_before);
 		else
 			tracked_pages -= ext->nkept - kept_before;
 		if (ext->nkept < ext->npages)
@@ -630,6 +677,14 @@ drop_target(uint64 budget_pages)
 	return budget_pages - Min(room, budget_pages / 2);
 }
 
+/* Older than pg_cache_ext.scan_max_age: dropped whoever needs it. */
+static bool
+too_old(const Extent *ext, const PceSettings *settings, TimestampTz now)
+{
+	return settings->scan_max_age_s > 0 &&
+		TimestampDifferenceExceeds(ext->born, now, settings->scan_max_age_s * 1000);
+}
+
 typedef struct NextUse
 {
 	uint64		pages_away;		/* pages a reader reads before it needs them */
@@ -651,16 +706,17 @@ next_use_cmp(const void *a, const void *b)
  * (a VACUUM beside two count(*)) filled the target, and the pages between
  * a synchronized scan and the one just behind it were dropped and read
  * again.  Returns the distance (pages_away) below which the extents held
- * for a sibling fit in target_pages; with one reader, no limit.  (The
+ * for a sibling fit in room_pages; with one reader, no limit.  (The
  * front reader's read-ahead is not ranked: it is the newest, and has the
  * room the held pages leave, or its youth.)
  */
 static uint64
-soonest_needed(uint64 target_pages)
+soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
 {
 	static NextUse uses[RANKED_MAX_EXTENTS];
 	int			n = 0;
 	uint64		sum = 0;
+	int			looked_at = 0;
 	dlist_iter	iter;
 
 	if (pce_sibling_readers() < 2)
@@ -669,8 +725,10 @@ soonest_needed(uint64 target_pages)
 	{
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
 
-		if (n >= RANKED_MAX_EXTENTS)
+		if (n >= RANKED_MAX_EXTENTS || looked_at++ >= RANKED_LOOK_MAX)
 			break;
+		if (too_old(ext, settings, now))
+			continue;			/* dropped whatever a reader needs */
 		if (pce_sibling_use(&ext->file, ext->start, ext->npages,
 							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING)
 			continue;
@@ -679,7 +737,7 @@ soonest_needed(uint64 target_pages)
 	qsort(uses, n, sizeof(NextUse), next_use_cmp);
 	for (int i = 0; i < n; i++)
 	{
-		if (sum + uses[i].pages > target_pages)
+		if (sum + uses[i].pages > room_pages)
 			return uses[i].pages_away;
 		sum += uses[i].pages;
 	}
@@ -696,9 +754,9 @@ soonest_needed(uint64 target_pages)
  * young: pages being read in right now cannot be dropped (the drop would
  * only wait for them: still_in_use), while read-ahead a second old is a
  * table that grows while it is scanned, or a position that does not move,
- * which would make "ahead of every reader" endless.  (Extents in the
- * waiting list are not counted here: they can take the scans' pages over
- * the target.)
+ * which would make "ahead of every reader" endless.  What the target
+ * keeps starts at the waiting extents' cached pages (*kept_pages), so that
+ * they and the kept ones together stay within it.
  */
 static bool
 passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
@@ -730,7 +788,8 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	uint64		target_pages = drop_target(budget_pages);
-	uint64		kept_pages = 0;
+	/* pages waiting for their writeback or read-in are still the scans' pages */
+	uint64		kept_pages = waiting_pages;
 	uint64		keep_below = 0;
 	bool		ranked = false;
 	TimestampTz now = GetCurrentTimestamp();
@@ -745,19 +804,18 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
 		PceScanPagesUse use;
 		uint64		pages_away;
-		bool		too_old = settings->scan_max_age_s > 0 &&
-			TimestampDifferenceExceeds(oldest->born, now, settings->scan_max_age_s * 1000);
+		bool		old = too_old(oldest, settings, now);
 
-		/* pages waiting for their writeback are still the scans' pages */
-		if (tracked_pages + waiting_pages <= target_pages && !too_old)
+		if (tracked_pages + waiting_pages <= target_pages && !old)
 			break;
 		if (!ranked)
 		{
-			keep_below = soonest_needed(target_pages);
+			keep_below = soonest_needed(target_pages - Min(waiting_pages, target_pages),
+										settings, now);
 			ranked = true;
 		}
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages, &pages_away);
-		if (!too_old && passed_over(oldest, use, pages_away, keep_below, target_pages,
+		if (!old && passed_over(oldest, use, pages_away, keep_below, target_pages,
 									&kept_pages, now))
 			continue;
 

@@ -97,7 +97,8 @@ typedef struct SiblingReader
 typedef struct RelationReach
 {
 	PceRelationFile rel;
-	uint64		reach;
+	uint64		reach;			/* the furthest page read */
+	bool		wrapped;		/* a reader wrapped around: all of it was read */
 	bool		seen;			/* a live reader of it in the latest refresh */
 } RelationReach;
 
@@ -199,8 +200,11 @@ note_reach(const PceRelationFile *rel, uint64 pos, bool wrapped)
 		r = &reaches[nreaches++];
 		r->rel = *rel;
 		r->reach = 0;
+		r->wrapped = false;
 	}
-	r->reach = Max(r->reach, wrapped ? PG_UINT64_MAX : pos);
+	/* the furthest real page, also once wrapped: place_distance's end */
+	r->reach = Max(r->reach, pos);
+	r->wrapped |= wrapped;
 	r->seen = true;
 }
 
@@ -333,14 +337,16 @@ reached(const PceRelationFile *rel, uint64 last)
 {
 	RelationReach *r = reach_of(rel);
 
-	return r && last <= r->reach;
+	return r && (r->wrapped || last <= r->reach);
 }
 
 /*
  * Pages the reader at p reads before it gets to page from (which it needs):
  * after its position, directly; before its start (it has yet to wrap),
  * after the rest of the relation, whose end is taken as the furthest page
- * any reader got.
+ * any reader got (a real page, also once one wrapped: the pages before a
+ * reader's start are then as far as the rest of the relation, not
+ * endlessly).
  */
 static uint64
 place_distance(const ReaderPlace *p, const PceRelationFile *rel, uint64 from)

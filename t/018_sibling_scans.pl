@@ -60,75 +60,119 @@ sub stats_line
 }
 
 # ---- a synchronized scan behind another reads from the cache ----
-# ~210 MB, frozen (no hint bits to set: part two is about those)
-$node->safe_psql('postgres', q{
-	SET pg_cache_ext.scan = off;
-	CREATE TABLE big AS SELECT g, repeat('b', 400) AS pad FROM generate_series(1, 450000) g;
-	VACUUM FREEZE big; CHECKPOINT;
-});
-my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
-my $rows_per_mb = 450000 / ($size / $mb);
-cmp_ok($size, '>', 150 * $mb, sprintf('the table is over 150 MB (%.0f MB)', $size / $mb));
-root('drop-caches');
-
-# The follower: a synchronized scan that has read its first rows and waits.
-my $follower = $node->background_psql('postgres', on_error_stop => 0);
-$follower->query_safe('SET pg_cache_ext.scan = on');
-$follower->query_safe('BEGIN; DECLARE c NO SCROLL CURSOR FOR SELECT g FROM big');
-$follower->query_safe('FETCH 1 FROM c');
-
-# The leader: a count(*) that joins it (synchronize_seqscans) and reads the
-# whole table from disk; the table's page cache sampled meanwhile.
-my $before = tracker_counts($node);
-my $leader = $node->background_psql('postgres', on_error_stop => 0);
-$leader->query_safe('SET pg_cache_ext.scan = on');
-$leader->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM big;\n\\echo done\n");
-my $peak = 0;
-my $t0 = time;
-while (time - $t0 < 120)
+# A table of ~210 MB; frozen, or with the hint bits of a bulk load to set
+# (then the leader's pages are dirty when dropped: they wait for their
+# writeback, and count in the budget with what is held: what the budget
+# keeps for the follower makes room for them).
+sub make_table
 {
-	my $c = cached_mb('big');
-	$peak = $c if $c > $peak;
-	last if $leader->{stdout} =~ /done/;
-	$leader->{run}->pump_nb;
-	usleep(100_000);
+	my ($table, $frozen) = @_;
+	$node->safe_psql('postgres', qq{
+		SET pg_cache_ext.scan = off;
+		CREATE TABLE $table AS SELECT g, repeat('b', 400) AS pad FROM generate_series(1, 450000) g;
+		@{[ $frozen ? "VACUUM FREEZE $table;" : '' ]} CHECKPOINT;
+	});
+	my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('$table')");
+	cmp_ok($size, '>', 150 * $mb, sprintf('%s: the table is over 150 MB (%.0f MB)', $table, $size / $mb));
+	root('drop-caches');
+	return $size;
 }
-my $scan_s = time - $t0;
-$leader->quit;
-ok(worker_settled($node, $budget_mb, 20, $before), 'the worker caught up with the leader');
-my $held = stat_value($node, 'bytes_held_for_siblings');
-my $after_leader = cached_mb('big');
-note(sprintf('leader: %.1f s, peak %.1f MB cached, %.1f MB after, %.1f MB held; %s',
-	$scan_s, $peak, $after_leader, $held / $mb, stats_line()));
-# one batch: what the leader reads in one 100 ms round of the worker
-my $batch_mb = ($size / $mb) / ($scan_s > 0.1 ? $scan_s : 0.1) * 0.1 + 1;
-cmp_ok($peak, '<=', $budget_mb + $batch_mb,
-	sprintf('the table never held more than budget + one batch (%.1f MB <= %.1f MB)',
-		$peak, $budget_mb + $batch_mb));
-cmp_ok($held, '>=', $budget_mb / 2 * $mb,
-	sprintf('pages the follower has yet to read are held for it, in the budget (%.1f MB)', $held / $mb));
 
 # The follower reads the next three quarters of what was held: from the
 # cache, not from disk (what its process, and the I/O workers of 18+ that
 # may read for it, read from storage, readahead included: /proc/<pid>/io).
-# (at least three quarters of half the budget: nothing held is not nothing to read)
-my $move_mb = 0.75 * ($held / $mb > $budget_mb / 2 ? $held / $mb : $budget_mb / 2);
-my @io_workers = split /\n/, $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
-my $read_before = disk_read_bytes($follower, @io_workers);
-$follower->query_safe(sprintf('MOVE FORWARD %d IN c', int($move_mb * $rows_per_mb)));
-my $reread_mb = disk_read_bytes($follower, @io_workers) - $read_before;
-$reread_mb /= $mb;
-cmp_ok($reread_mb, '<=', $move_mb / 4,
-	sprintf('the follower read what the leader brought in from the cache (%.1f MB of %.1f MB from disk)',
-		$reread_mb, $move_mb));
+# (At least three quarters of half the budget: nothing held is not nothing
+# to read.)
+sub follower_reads_held
+{
+	my ($follower, $rows_per_mb, $table) = @_;
+	my $held = stat_value($node, 'bytes_held_for_siblings');
+	cmp_ok($held, '>=', $budget_mb / 2 * $mb,
+		sprintf('%s: pages the follower has yet to read are held for it, in the budget (%.1f MB)',
+			$table, $held / $mb));
+	my $move_mb = 0.75 * ($held / $mb > $budget_mb / 2 ? $held / $mb : $budget_mb / 2);
+	my @io_workers = split /\n/, $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
+	my $read_before = disk_read_bytes($follower, @io_workers);
+	$follower->query_safe(sprintf('MOVE FORWARD %d IN c', int($move_mb * $rows_per_mb)));
+	my $reread_mb = (disk_read_bytes($follower, @io_workers) - $read_before) / $mb;
+	cmp_ok($reread_mb, '<=', $move_mb / 4,
+		sprintf('%s: the follower read what the leader brought in from the cache (%.1f MB of %.1f MB from disk)',
+			$table, $reread_mb, $move_mb));
+	return;
+}
 
-# Once it is done, what was held goes first.
-$follower->query_safe('COMMIT');
-$follower->quit;
-ok(wait_until(sub { stat_value($node, 'bytes_held_for_siblings') == 0
-	  && cached_mb('big') <= $budget_mb + 1 }, 10),
-	sprintf('with no sibling left, the table is back within the budget (%.1f MB)', cached_mb('big')));
+# The follower: a synchronized scan that has read its first rows and waits.
+# The leader: a count(*) that joins it (synchronize_seqscans) and reads the
+# whole table from disk; the table's page cache sampled meanwhile.  Then the
+# follower reads on from what was held.
+sub follower_behind_leader
+{
+	my ($table, $frozen) = @_;
+	my $size = make_table($table, $frozen);
+	my $rows_per_mb = 450000 / ($size / $mb);
+	my $follower = $node->background_psql('postgres', on_error_stop => 0);
+	$follower->query_safe('SET pg_cache_ext.scan = on');
+	$follower->query_safe("BEGIN; DECLARE c NO SCROLL CURSOR FOR SELECT g FROM $table");
+	$follower->query_safe('FETCH 1 FROM c');
+
+	my $before = tracker_counts($node);
+	my $leader = $node->background_psql('postgres', on_error_stop => 0);
+	$leader->query_safe('SET pg_cache_ext.scan = on');
+	$leader->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM $table;\n\\echo done\n");
+	# the table's page cache, and of it the pages waiting for their
+	# writeback (which no drop can remove): the budget holds both, and when
+	# more wait than the budget, nothing else is kept
+	my ($peak, $peak_waiting, $peak_over) = (0, 0, 0);
+	my $t0 = time;
+	while (time - $t0 < 120)
+	{
+		my $c = cached_mb($table);
+		my $w = stat_value($node, 'bytes_waiting') / $mb;
+		my $over = $c - ($w > $budget_mb ? $w : $budget_mb);
+		$peak = $c if $c > $peak;
+		$peak_waiting = $w if $w > $peak_waiting;
+		$peak_over = $over if $over > $peak_over;
+		last if $leader->{stdout} =~ /done/;
+		$leader->{run}->pump_nb;
+		usleep(100_000);
+	}
+	my $scan_s = time - $t0;
+	$leader->quit;
+	ok(worker_settled($node, $budget_mb, 20, $before), "$table: the worker caught up with the leader");
+	my $held = stat_value($node, 'bytes_held_for_siblings');
+	note(sprintf('%s: leader %.1f s, peak %.1f MB cached (%.1f MB waiting at most), %.1f MB after, '
+		  . '%.1f MB held; %s',
+		$table, $scan_s, $peak, $peak_waiting, cached_mb($table), $held / $mb, stats_line()));
+	cmp_ok($peak_waiting, '>', 1, "$table: the leader's drops met dirty pages (they waited)")
+	  unless $frozen;
+	# one batch: what the leader reads in one 100 ms round of the worker
+	my $batch_mb = ($size / $mb) / ($scan_s > 0.1 ? $scan_s : 0.1) * 0.1 + 1;
+	cmp_ok($peak_over, '<=', $batch_mb,
+		sprintf('%s: the table never held more than one batch over the budget, or over what waited '
+			  . 'when more did (%.1f MB over, %.1f MB batch; peak %.1f MB)',
+			$table, $peak_over, $batch_mb, $peak));
+	cmp_ok($peak, '<=', $budget_mb + $batch_mb,
+		sprintf('%s: the table never held more than budget + one batch (%.1f MB <= %.1f MB)',
+			$table, $peak, $budget_mb + $batch_mb))
+	  if $frozen;
+	# What is held for the follower, and read from the cache: with the
+	# leader's pages clean (dirty ones that wait fill the budget and leave
+	# room for nothing else).
+	follower_reads_held($follower, $rows_per_mb, $table) if $frozen;
+
+	# Once it is done, what was held goes first.
+	$follower->query_safe('COMMIT');
+	$follower->quit;
+	ok(wait_until(sub { stat_value($node, 'bytes_held_for_siblings') == 0
+		  && cached_mb($table) <= $budget_mb + 1 }, 30),
+		sprintf('%s: with no sibling left, the table is back within the budget (%.1f MB)',
+			$table, cached_mb($table)));
+	return;
+}
+
+follower_behind_leader('big', 1);
+follower_behind_leader('fresh', 0);
 
 # ---- write-back for a scan counts against it ----
 # A scan of a table smaller than a quarter of shared_buffers uses no ring:
@@ -150,7 +194,7 @@ my $reader = $node->background_psql('postgres', on_error_stop => 0);
 $reader->query_safe('SET pg_cache_ext.scan = on');
 $reader->query_safe('BEGIN; DECLARE r NO SCROLL CURSOR FOR SELECT g FROM loaded');
 $reader->query_safe('FETCH 1 FROM r');
-$before = tracker_counts($node);
+my $before = tracker_counts($node);
 my $for_scan = stat_value($node, 'folios_added_for_scan');
 $node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM loaded');
 worker_settled($node, $budget_mb, 20, $before);
