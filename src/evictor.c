@@ -14,11 +14,11 @@
  * that call, and starts their writeback instead: the first scan after a
  * bulk load sets hint bits, and PostgreSQL writes those pages back, so
  * most of its pages are dirty when they are dropped.  Such an extent waits
- * in a list of its own (its pages still count against the budget, and as
- * bytes_waiting) until cachestat says its writeback is over, then is
- * dropped again.  The kernel also leaves folios that are in use at that
- * moment: locked while readahead reads them in, or referenced while the
- * scan copies them out.  With a large readahead window (read_ahead_kb of
+ * in a list of its own (its pages still cached count against the budget,
+ * and as bytes_waiting) until cachestat says its writeback is over, then
+ * is tracked again with the oldest (a sibling scan may need it).  The
+ * kernel also leaves folios that are in use at that moment: locked while
+ * readahead reads them in, or referenced while the scan copies them out.  With a large readahead window (read_ahead_kb of
  * several MB, large folios) and a fast reader, the oldest extent can be the
  * one the scan is reading; its pages would stay cached, no longer tracked.
  * So after the call we ask the kernel (cachestat) whether the extent's
@@ -116,7 +116,8 @@ typedef struct Extent
 	TimestampTz in_use_since;	/* first drop that left clean pages cached */
 	bool		is_waiting;		/* in the waiting list, not the arrival list */
 	uint32		cached_unkept;	/* while waiting: its unkept pages still cached */
-	TimestampTz waiting_since;	/* when a drop met its dirty or in-use pages */
+	TimestampTz waiting_since;	/* when a drop first met its dirty or in-use pages */
+	bool		for_writeback;	/* waits for dirty pages (else: for in-use ones) */
 	TimestampTz kicked_at;		/* when we last started their writeback */
 } Extent;
 
@@ -233,7 +234,9 @@ start_waiting(Extent *ext, uint64 cached_pages)
 	dlist_delete(&ext->node);
 	dlist_push_tail(&waiting, &ext->node);
 	ext->is_waiting = true;
-	ext->waiting_since = ext->kicked_at = GetCurrentTimestamp();
+	ext->kicked_at = GetCurrentTimestamp();
+	if (ext->waiting_since == 0)	/* WAITING_MAX_MS caps all its waits */
+		ext->waiting_since = ext->kicked_at;
 	tracked_pages -= ext->npages - ext->nkept;
 	ext->cached_unkept = 0;
 	set_cached_unkept(ext, cached_pages);
@@ -361,7 +364,8 @@ drop_extent(Extent *ext)
 	count_dropped(ext, measured, &before, &after);
 	if (ok && measured && after.cached > ext->nkept)
 	{
-		if (after.dirty + after.writeback > 0 || still_in_use(ext))
+		ext->for_writeback = after.dirty + after.writeback > 0;
+		if (ext->for_writeback || still_in_use(ext))
 			result = DROP_WAITING;
 	}
 	if (result == DROP_WAITING && !ext->is_waiting)
@@ -377,12 +381,15 @@ drop_extent(Extent *ext)
 }
 
 /*
- * A waiting extent: once its writeback is over, it is one of the oldest
- * tracked extents again, dropped or kept for a sibling like any other
- * (drop_over_budget: a sibling behind the scan that dirtied them reads
- * those pages next).  Start the writeback again if its pages were dirtied
- * again meanwhile.  After WAITING_MAX_MS its pages are left to the kernel.
- * Returns whether it still waits.
+ * A waiting extent: once the writeback of its dirty pages is over, it is
+ * one of the oldest tracked extents again, dropped or kept for a sibling
+ * like any other (drop_over_budget: a sibling behind the scan that dirtied
+ * them reads those pages next); its count is its pages, though some may
+ * have left already, so the budget errs on the side of dropping.  An
+ * extent waiting on in-use pages is dropped again (still_in_use).  Start
+ * the writeback again if its pages were dirtied again meanwhile.  After
+ * WAITING_MAX_MS its pages are left to the kernel.  Returns whether it
+ * still waits.
  */
 static bool
 check_waiting_extent(Extent *ext, TimestampTz now)
@@ -414,6 +421,8 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 	set_cached_unkept(ext, cs.cached);
 	if (cs.dirty + cs.writeback > 0)
 		return true;
+	if (!ext->for_writeback || cs.cached <= ext->nkept)
+		return drop_extent(ext) == DROP_WAITING;	/* in use: tried again */
 	stop_waiting(ext);
 	return false;
 }
@@ -429,7 +438,7 @@ check_waiting(void)
 	TimestampTz now = GetCurrentTimestamp();
 	uint64		checks = Min(waiting_extents, WAITING_CHECKS);
 
-	for (uint64 i = 0; i < checks; i++)
+	for (uint64 i = 0; i < checks && !dlist_is_empty(&waiting); i++)
 	{
 		Extent	   *ext = dlist_head_element(Extent, node, &waiting);
 
@@ -469,7 +478,8 @@ record_folio(const struct pce_folio_event *ev)
 	if (!dlist_is_empty(&tf->extents))
 	{
 		ext = dlist_tail_element(Extent, file_node, &tf->extents);
-		if (!ext->is_waiting && ext->start + ext->npages == ev->index &&
+		/* (one that waited is among the oldest: new pages are not) */
+		if (ext->waiting_since == 0 && ext->start + ext->npages == ev->index &&
 			ext->npages + ev->nr_pages <= max_pages)
 		{
 			ext->npages += ev->nr_pages;
@@ -685,6 +695,15 @@ too_old(const Extent *ext, const PceSettings *settings, TimestampTz now)
 		TimestampDifferenceExceeds(ext->born, now, settings->scan_max_age_s * 1000);
 }
 
+/* What one drop keeps for the readers (passed_over) */
+typedef struct Keeping
+{
+	uint64		keep_below;		/* held: a reader needs it sooner (soonest_needed) */
+	uint64		target_pages;	/* kept within this (drop_target) */
+	uint64		kept_pages;		/* kept so far, and the waiting extents' pages */
+	TimestampTz now;
+} Keeping;
+
 typedef struct NextUse
 {
 	uint64		pages_away;		/* pages a reader reads before it needs them */
@@ -752,29 +771,31 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
  * reader far behind needs first), and the front reader's own read-ahead,
  * which it reads next.  Beyond the target, read-ahead is still kept while
  * young: pages being read in right now cannot be dropped (the drop would
- * only wait for them: still_in_use), while read-ahead a second old is a
- * table that grows while it is scanned, or a position that does not move,
- * which would make "ahead of every reader" endless.  What the target
- * keeps starts at the waiting extents' cached pages (*kept_pages), so that
- * they and the kept ones together stay within it.
+ * only wait for them: still_in_use), and read-ahead dropped before its
+ * reader got to it is read again (held to the budget and one batch, a
+ * reader at 400 MB/s with a large readahead window read its table a
+ * second time in part, t/018); read-ahead a second old is a table that
+ * grows while it is scanned, or a position that does not move, which would
+ * make "ahead of every reader" endless.  What is kept starts at the
+ * waiting extents' cached pages (kept_pages), so that they and the kept
+ * ones together stay within the target.
  */
 static bool
 passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
-			uint64 keep_below, uint64 target_pages, uint64 *kept_pages,
-			TimestampTz now)
+			Keeping *keeping)
 {
 	uint64		pages = ext->npages - ext->nkept;
 
 	if (use == PCE_PAGES_DONE)
 		return false;
-	if ((use == PCE_PAGES_READ_NEXT || pages_away < keep_below) &&
-		*kept_pages + pages <= target_pages)
+	if ((use == PCE_PAGES_READ_NEXT || pages_away < keeping->keep_below) &&
+		keeping->kept_pages + pages <= keeping->target_pages)
 	{
-		*kept_pages += pages;
+		keeping->kept_pages += pages;
 		return true;
 	}
 	return use == PCE_PAGES_READ_NEXT &&
-		!TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS);
+		!TimestampDifferenceExceeds(ext->born, keeping->now, READ_AHEAD_YOUNG_MS);
 }
 
 /*
@@ -787,38 +808,41 @@ static void
 drop_over_budget(const PceSettings *settings, bool positions_fresh)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
-	uint64		target_pages = drop_target(budget_pages);
-	/* pages waiting for their writeback or read-in are still the scans' pages */
-	uint64		kept_pages = waiting_pages;
-	uint64		keep_below = 0;
+	Keeping		keeping;
 	bool		ranked = false;
-	TimestampTz now = GetCurrentTimestamp();
 	dlist_mutable_iter iter;
 
+	keeping.target_pages = drop_target(budget_pages);
+	/* pages waiting for their writeback or read-in are still the scans' pages */
+	keeping.kept_pages = waiting_pages;
+	keeping.keep_below = 0;
+	keeping.now = GetCurrentTimestamp();
 	batch_pages = 0;
 	/* where the readers are now: what they have read and have yet to read */
-	if (!positions_fresh && tracked_pages + waiting_pages > target_pages)
+	if (!positions_fresh && tracked_pages + waiting_pages > keeping.target_pages)
 		pce_sibling_refresh();
 	dlist_foreach_modify(iter, &extents)
 	{
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
 		PceScanPagesUse use;
 		uint64		pages_away;
-		bool		old = too_old(oldest, settings, now);
+		bool		old = too_old(oldest, settings, keeping.now);
 
-		if (tracked_pages + waiting_pages <= target_pages && !old)
+		if (tracked_pages + waiting_pages <= keeping.target_pages && !old)
 			break;
 		if (!ranked)
 		{
-			keep_below = soonest_needed(target_pages - Min(waiting_pages, target_pages),
-										settings, now);
+			keeping.keep_below =
+				soonest_needed(keeping.target_pages - Min(waiting_pages, keeping.target_pages),
+							   settings, keeping.now);
 			ranked = true;
 		}
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages, &pages_away);
-		if (!old && passed_over(oldest, use, pages_away, keep_below, target_pages,
-									&kept_pages, now))
+		if (!old && passed_over(oldest, use, pages_away, &keeping))
+		{
+			oldest->in_use_since = 0;	/* a later drop gets its own retries */
 			continue;
-
+		}
 		(void) drop_extent(oldest);
 	}
 }
