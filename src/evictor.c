@@ -116,6 +116,7 @@ typedef struct Extent
 	TimestampTz in_use_since;	/* first drop that left clean pages cached */
 	bool		is_waiting;		/* in the waiting list, not the arrival list */
 	uint32		cached_unkept;	/* while waiting: its unkept pages still cached */
+	bool		counted_dirty;	/* cached_unkept is in dirty_waiting_pages */
 	TimestampTz waiting_since;	/* when a drop first met its dirty or in-use pages */
 	bool		for_writeback;	/* waits for dirty pages (else: for in-use ones) */
 	TimestampTz kicked_at;		/* when we last started their writeback */
@@ -141,6 +142,7 @@ static HTAB *tracked_files = NULL;
 static dlist_head waiting = DLIST_STATIC_INIT(waiting);
 static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
 static uint64 waiting_pages = 0;	/* cached unkept pages of the waiting extents */
+static uint64 dirty_waiting_pages = 0;	/* of them, of extents waiting for a writeback */
 static uint64 tracked_extents = 0;
 static uint64 waiting_extents = 0;	/* of them, in the waiting list */
 static long page_size = 4096;
@@ -160,6 +162,7 @@ static TimestampTz lag_seen_at = 0;
 static uint64 pass_tracked_pages = 0;
 
 static void drop_over_budget(const PceSettings *settings, bool positions_fresh);
+static void set_cached_unkept(Extent *ext, uint64 cached_pages);
 
 static void
 publish_gauges(void)
@@ -204,7 +207,7 @@ forget_extent(Extent *ext)
 	dlist_delete(&ext->node);
 	if (ext->is_waiting)
 	{
-		waiting_pages -= ext->cached_unkept;
+		set_cached_unkept(ext, 0);
 		waiting_extents--;
 	}
 	else
@@ -214,16 +217,26 @@ forget_extent(Extent *ext)
 }
 
 /*
- * A waiting extent's pages that still count against the budget: those
- * cachestat saw cached (cached_pages), less the kept ones.  The pages a
- * drop did remove are gone, and count no more.
+ * A waiting extent's pages that are still cached: those cachestat saw
+ * (cached_pages), less the kept ones; the pages a drop did remove are
+ * gone, and count no more.  Those waiting for a writeback count against
+ * the budget (dirty_waiting_pages); those in use do not, like young
+ * read-ahead: they are being read in, or already read again by a sibling
+ * whose own record tracks them (counted here too, a sibling re-reading
+ * what was dropped left nothing else in the budget, bench/siblings.sh).
  */
 static void
 set_cached_unkept(Extent *ext, uint64 cached_pages)
 {
 	uint32		unkept = cached_pages > ext->nkept ? (uint32) (cached_pages - ext->nkept) : 0;
 
-	waiting_pages = waiting_pages - ext->cached_unkept + unkept;
+	waiting_pages -= ext->cached_unkept;
+	if (ext->counted_dirty)
+		dirty_waiting_pages -= ext->cached_unkept;
+	waiting_pages += unkept;
+	ext->counted_dirty = ext->for_writeback && unkept > 0;
+	if (ext->counted_dirty)
+		dirty_waiting_pages += unkept;
 	ext->cached_unkept = unkept;
 }
 
@@ -238,7 +251,6 @@ start_waiting(Extent *ext, uint64 cached_pages)
 	if (ext->waiting_since == 0)	/* WAITING_MAX_MS caps all its waits */
 		ext->waiting_since = ext->kicked_at;
 	tracked_pages -= ext->npages - ext->nkept;
-	ext->cached_unkept = 0;
 	set_cached_unkept(ext, cached_pages);
 	waiting_extents++;
 }
@@ -813,13 +825,13 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	dlist_mutable_iter iter;
 
 	keeping.target_pages = drop_target(budget_pages);
-	/* pages waiting for their writeback or read-in are still the scans' pages */
-	keeping.kept_pages = waiting_pages;
+	/* pages waiting for their writeback are still the scans' pages */
+	keeping.kept_pages = dirty_waiting_pages;
 	keeping.keep_below = 0;
 	keeping.now = GetCurrentTimestamp();
 	batch_pages = 0;
 	/* where the readers are now: what they have read and have yet to read */
-	if (!positions_fresh && tracked_pages + waiting_pages > keeping.target_pages)
+	if (!positions_fresh && tracked_pages + dirty_waiting_pages > keeping.target_pages)
 		pce_sibling_refresh();
 	dlist_foreach_modify(iter, &extents)
 	{
@@ -828,12 +840,12 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		uint64		pages_away;
 		bool		old = too_old(oldest, settings, keeping.now);
 
-		if (tracked_pages + waiting_pages <= keeping.target_pages && !old)
+		if (tracked_pages + dirty_waiting_pages <= keeping.target_pages && !old)
 			break;
 		if (!ranked)
 		{
 			keeping.keep_below =
-				soonest_needed(keeping.target_pages - Min(waiting_pages, keeping.target_pages),
+				soonest_needed(keeping.target_pages - Min(dirty_waiting_pages, keeping.target_pages),
 							   settings, keeping.now);
 			ranked = true;
 		}

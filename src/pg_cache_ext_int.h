@@ -79,8 +79,8 @@ extern int	pce_scan_min_percent;
 	X(FILES_NOT_FOUND, "files_not_found") \
 	X(DROP_ERRORS, "drop_errors") \
 	X(BYTES_PROMOTED, "bytes_promoted") \
-	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages dropped while dirty \
-										 * or in use, waiting to be dropped again */ \
+	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages still cached after \
+										 * a drop (dirty or in use), in the budget */ \
 	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages in the \
 															 * budget kept for a sibling scan \
 															 * that has yet to read them */
