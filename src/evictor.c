@@ -23,7 +23,8 @@
  * one the scan is reading; its pages would stay cached, no longer tracked.
  * So after the call we ask the kernel (cachestat) whether the extent's
  * clean pages are gone, and if not, the extent waits with the dirty ones
- * and is tried again each round, for a while (still_in_use).
+ * and is tried again each round, for a while (still_in_use); those pages
+ * are in bytes_waiting, not in the budget (set_cached_unkept).
  * bytes_dropped counts what cachestat saw leave.
  *
  * An extent that another live marked reader of the same relation has yet

@@ -80,7 +80,7 @@ extern int	pce_scan_min_percent;
 	X(DROP_ERRORS, "drop_errors") \
 	X(BYTES_PROMOTED, "bytes_promoted") \
 	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages still cached after \
-										 * a drop (dirty or in use), in the budget */ \
+										 * a drop (dirty or in use) */ \
 	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages in the \
 															 * budget kept for a sibling scan \
 															 * that has yet to read them */
