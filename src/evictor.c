@@ -18,9 +18,10 @@
  * and as bytes_waiting) until cachestat says its writeback is over, then
  * is tracked again with the oldest (a sibling scan may need it).  The
  * kernel also leaves folios that are in use at that moment: locked while
- * readahead reads them in, or referenced while the scan copies them out.  With a large readahead window (read_ahead_kb of
- * several MB, large folios) and a fast reader, the oldest extent can be the
- * one the scan is reading; its pages would stay cached, no longer tracked.
+ * readahead reads them in, or referenced while the scan copies them out.
+ * With a large readahead window (read_ahead_kb of several MB, large
+ * folios) and a fast reader, the oldest extent can be the one the scan is
+ * reading; its pages would stay cached, no longer tracked.
  * So after the call we ask the kernel (cachestat) whether the extent's
  * clean pages are gone, and if not, the extent waits with the dirty ones
  * and is tried again each round, for a while (still_in_use); those pages
@@ -713,7 +714,7 @@ typedef struct Keeping
 {
 	uint64		keep_below;		/* held: a reader needs it sooner (soonest_needed) */
 	uint64		target_pages;	/* kept within this (drop_target) */
-	uint64		kept_pages;		/* kept so far, and the waiting extents' pages */
+	uint64		kept_pages;		/* kept so far, and the pages waiting for a writeback */
 	TimestampTz now;
 } Keeping;
 
@@ -790,8 +791,8 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
  * second time in part, t/018); read-ahead a second old is a table that
  * grows while it is scanned, or a position that does not move, which would
  * make "ahead of every reader" endless.  What is kept starts at the
- * waiting extents' cached pages (kept_pages), so that they and the kept
- * ones together stay within the target.
+ * cached pages of the extents waiting for a writeback (kept_pages), so
+ * that they and the kept ones together stay within the target.
  */
 static bool
 passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
