@@ -144,7 +144,7 @@ sub follower_behind_leader
 	note(sprintf('%s: leader %.1f s, peak %.1f MB cached (%.1f MB waiting at most), %.1f MB after, '
 		  . '%.1f MB held; %s',
 		$table, $scan_s, $peak, $peak_waiting, cached_mb($table), $held / $mb, stats_line()));
-	cmp_ok($peak_waiting, '>', 1, "$table: the leader's drops met dirty pages (they waited)")
+	cmp_ok($peak_waiting, '>', 0, "$table: the leader's drops met dirty pages (they waited)")
 	  unless $frozen;
 	# one batch: what the leader reads in one 100 ms round of the worker
 	my $batch_mb = ($size / $mb) / ($scan_s > 0.1 ? $scan_s : 0.1) * 0.1 + 1;
