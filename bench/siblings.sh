@@ -9,7 +9,13 @@
 # cgroup with reads throttled (blkio, like a cloud volume).  Per round and
 # interleaved: (a) no extension, (b) pg_cache_ext (stock mechanism), (r) as
 # (b) with the OLTP load rate-limited (pgbench -R) to the TPS (a) reached in
-# that round, so both leave the scans the same CPU.
+# that round, so both leave the scans the same CPU; and two references:
+# (n) no scans and no extension at that rate, the hot set the kernel alone
+# leaves cached (on a host whose DAMON pages out idle page cache, the Zipf
+# tail not read for a minute goes, scans or not), and (s) the scans alone,
+# no extension, no OLTP, in the cgroup's memory less the hot set's size:
+# how fast the scans are in the memory a cached hot set leaves them (the
+# kernel's LRU shares it among them).
 #
 # First-class results: each scan's completion time (count(*), pg_dump,
 # VACUUM; scans cut by the end of the window are not counted), the bytes
@@ -36,7 +42,7 @@ while [ $# -gt 0 ]; do
 		--dur) DUR=$2; shift ;;
 		--scan-mb) SCAN_MB=$2; shift ;;
 		--no-throttle) THROTTLE_IOPS=0; THROTTLE_MBPS=0 ;;
-		-h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 		*) die "unknown argument $1 (see --help)" ;;
 	esac
 	shift
@@ -118,6 +124,8 @@ q "ALTER SYSTEM SET pg_cache_ext.scan_budget = '${SCAN_BUDGET_MB}MB'" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 
 NACC=$((SCALE * 100000))
+# the hot set's size (MB), for (s)
+HOT_MB=$(q "SELECT (pg_relation_size('pgbench_accounts') + pg_relation_size('pgbench_accounts_pkey')) >> 20")
 printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n' \
 	"$NACC" > "$OUT/oltp_zipf.sql"
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
@@ -154,17 +162,22 @@ scan_loop() {
 
 median() { sort -n "$1" 2>/dev/null | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
 
-# One window: $1 config (a, b, r), $2 round, $3 pgbench rate (r) or "".
+# One window: $1 config (a, b, r, n), $2 round, $3 pgbench rate (r, n) or "".
 run_phase() {
-	local cfg=$1 round=$2 rate=$3 dir="$OUT/$1-r$2" t_start deadline pids=""
+	local cfg=$1 round=$2 rate=$3 dir="$OUT/$1-r$2" t_start deadline pids="" scans=$SCANS
 	mkdir -p "$dir"
-	set_mode "$([ "$cfg" = a ] && echo off || echo stock)"
+	[ "$cfg" = n ] && scans=""
+	set_mode "$(case "$cfg" in a|n|s) echo off ;; *) echo stock ;; esac)"
 	# 5% of the scanned table updated (outside the window), then a clean start
 	q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
 	q "CHECKPOINT" >/dev/null
 	evict_cluster_cache
-	q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
-	pgb -c "$CLIENTS" -j "$CLIENTS" -T "$WARM" -f "$OUT/oltp_zipf.sql" >/dev/null 2>&1
+	if [ "$cfg" = s ]; then
+		echo $(((LIMIT_MB - HOT_MB) * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
+	else
+		q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
+		pgb -c "$CLIENTS" -j "$CLIENTS" -T "$WARM" -f "$OUT/oltp_zipf.sql" >/dev/null 2>&1
+	fi
 	local ref0 rd0 drop0 for0
 	q "SELECT name, value FROM cache_ext_stats() ORDER BY name" > "$dir/stats-before.txt" 2>/dev/null || true
 	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
@@ -172,7 +185,7 @@ run_phase() {
 	t_start=$(date +%s); deadline=$((t_start + DUR))
 	log "window $cfg round $round${rate:+ (OLTP at -R $rate)}: start"
 	local kind delay=0
-	for kind in $SCANS; do
+	for kind in $scans; do
 		( sleep "$delay"; scan_loop "$kind" "$dir/$kind.s" "$deadline" ) & pids="$pids $!"
 		delay=$((delay + 1))
 	done
@@ -180,8 +193,13 @@ run_phase() {
 		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
 	BG_PIDS=$pids
-	( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \
-		-f "$OUT/oltp_zipf.sql" > pgbench.out 2> pgbench.err ) || log "pgbench failed: $dir/pgbench.err"
+	if [ "$cfg" = s ]; then
+		sleep "$DUR"
+		echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
+	else
+		( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \
+			-f "$OUT/oltp_zipf.sql" > pgbench.out 2> pgbench.err ) || log "pgbench failed: $dir/pgbench.err"
+	fi
 	# a scan whose psql timed out goes on in its backend: cancel them all, so
 	# that none runs into the next window
 	q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()
@@ -191,12 +209,14 @@ run_phase() {
 	# every counter at the window's end, beside those at its start
 	q "SELECT name, value FROM cache_ext_stats() ORDER BY name" > "$dir/stats-after.txt" 2>/dev/null || true
 	local tps p99 ref rd hot held_max scan_end
-	tps=$(awk '/^tps/ { printf "%.0f", $3; exit }' "$dir/pgbench.out")
-	p99=$(cat "$dir"/oltp.* | awk '{ print $3 }' | sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int(NR * 0.99)] / 1000 }')
+	tps=$(awk '/^tps/ { printf "%.0f", $3; exit }' "$dir/pgbench.out" 2>/dev/null || true)
+	p99=$({ cat "$dir"/oltp.* 2>/dev/null || true; } | awk '{ print $3 }' | sort -n |
+		awk '{ a[NR] = $1 } END { if (NR) printf "%.2f", a[int(NR * 0.99)] / 1000; else print "-" }')
 	ref=$(($(memstat "$MEMCG" workingset_refault_file) - ref0)); rd=$((($(blk_read_bytes) - rd0) >> 20))
 	hot=$(q "SELECT round(100.0 * sum(cached_bytes) / sum(total_bytes), 1) FROM
 		(SELECT * FROM cache_ext_relation_cache('pgbench_accounts')
 		 UNION ALL SELECT * FROM cache_ext_relation_cache('pgbench_accounts_pkey')) s")
+	[ "$cfg" = s ] && { tps=-; hot=-; }
 	held_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$dir/held.dat")
 	scan_end=$(cached_mb scan_t)
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
@@ -217,6 +237,8 @@ for round in $(seq 1 "$ROUNDS"); do
 		run_phase b "$round" ""; run_phase a "$round" ""; A_TPS=$LAST_TPS
 	fi
 	run_phase r "$round" "$A_TPS"
+	run_phase n "$round" "$A_TPS"
+	run_phase s "$round" ""
 done
 cat > "$OUT/params.env" <<EOF
 rounds=$ROUNDS duration_s=$DUR clients=$CLIENTS scale=$SCALE scan_table_mb=$SCAN_MB
