@@ -126,6 +126,8 @@ q "SELECT pg_reload_conf()" >/dev/null
 NACC=$((SCALE * 100000))
 # the hot set's size (MB), for (s)
 HOT_MB=$(q "SELECT (pg_relation_size('pgbench_accounts') + pg_relation_size('pgbench_accounts_pkey')) >> 20")
+[ $((LIMIT_MB - HOT_MB)) -ge 128 ] ||
+	die "the cgroup's ${LIMIT_MB} MB leave less than 128 MB beside the ${HOT_MB} MB hot set, for (s)"
 printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n' \
 	"$NACC" > "$OUT/oltp_zipf.sql"
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
@@ -168,8 +170,9 @@ run_phase() {
 	mkdir -p "$dir"
 	[ "$cfg" = n ] && scans=""
 	set_mode "$(case "$cfg" in a|n|s) echo off ;; *) echo stock ;; esac)"
-	# 5% of the scanned table updated (outside the window), then a clean start
-	q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
+	# 5% of the scanned table updated (outside the window; (n) has no VACUUM
+	# to clean up after it), then a clean start
+	[ "$cfg" = n ] || q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
 	q "CHECKPOINT" >/dev/null
 	evict_cluster_cache
 	if [ "$cfg" = s ]; then
@@ -195,7 +198,6 @@ run_phase() {
 	BG_PIDS=$pids
 	if [ "$cfg" = s ]; then
 		sleep "$DUR"
-		echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
 	else
 		( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \
 			-f "$OUT/oltp_zipf.sql" > pgbench.out 2> pgbench.err ) || log "pgbench failed: $dir/pgbench.err"
@@ -219,6 +221,8 @@ run_phase() {
 	[ "$cfg" = s ] && { tps=-; hot=-; }
 	held_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$dir/held.dat")
 	scan_end=$(cached_mb scan_t)
+	# (s): the whole limit again, once its scans are over and measured
+	[ "$cfg" != s ] || echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
 		"$(median "$dir/count.s")" "$(median "$dir/dump.s")" "$(cat "$dir/dump.s" 2>/dev/null | wc -l)" \
 		"$(cat "$dir/vacuum.s" 2>/dev/null || echo -)" "$(cat "$dir/count.s" 2>/dev/null | wc -l)" \
@@ -242,7 +246,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 cat > "$OUT/params.env" <<EOF
 rounds=$ROUNDS duration_s=$DUR clients=$CLIENTS scale=$SCALE scan_table_mb=$SCAN_MB
-cgroup_limit_mb=$LIMIT_MB shared_buffers=$SHARED_BUFFERS scan_budget_mb=$SCAN_BUDGET_MB
+cgroup_limit_mb=$LIMIT_MB shared_buffers=$SHARED_BUFFERS scan_budget_mb=$SCAN_BUDGET_MB hot_mb=$HOT_MB
 throttle_read_iops=$THROTTLE_IOPS throttle_read_mbps=$THROTTLE_MBPS kernel=$(uname -r) cpus=$(nproc)
 EOF
 log "results: $OUT/results.tsv"
