@@ -164,20 +164,28 @@ scan_loop() {
 
 median() { sort -n "$1" 2>/dev/null | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
 
-# One window: $1 config (a, b, r, n), $2 round, $3 pgbench rate (r, n) or "".
+set_memory_limit() { echo $(($1 * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"; }
+
+# One window: $1 config (a, b, r, n, s), $2 round, $3 pgbench rate (r, n) or "".
 run_phase() {
-	local cfg=$1 round=$2 rate=$3 dir="$OUT/$1-r$2" t_start deadline pids="" scans=$SCANS
+	local cfg=$1 round=$2 rate=$3 dir="$OUT/$1-r$2" t_start deadline pids=""
+	# the configurations: the extension's mode, the scans, the OLTP load
+	# (1: on), the cluster's memory (MB)
+	local mode=stock scans=$SCANS oltp=1 limit_mb=$LIMIT_MB
+	case "$cfg" in
+		a) mode=off ;;
+		n) mode=off; scans="" ;;
+		s) mode=off; oltp=0; limit_mb=$((LIMIT_MB - HOT_MB)) ;;
+	esac
 	mkdir -p "$dir"
-	[ "$cfg" = n ] && scans=""
-	set_mode "$(case "$cfg" in a|n|s) echo off ;; *) echo stock ;; esac)"
-	# 5% of the scanned table updated (outside the window; (n) has no VACUUM
-	# to clean up after it), then a clean start
-	[ "$cfg" = n ] || q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
+	set_mode "$mode"
+	# 5% of the scanned table updated (outside the window; with scans, whose
+	# VACUUM cleans up after it), then a clean start
+	[ -z "$scans" ] || q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
 	q "CHECKPOINT" >/dev/null
 	evict_cluster_cache
-	if [ "$cfg" = s ]; then
-		echo $(((LIMIT_MB - HOT_MB) * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
-	else
+	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$limit_mb"
+	if [ "$oltp" = 1 ]; then
 		q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
 		pgb -c "$CLIENTS" -j "$CLIENTS" -T "$WARM" -f "$OUT/oltp_zipf.sql" >/dev/null 2>&1
 	fi
@@ -196,11 +204,11 @@ run_phase() {
 		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
 	BG_PIDS=$pids
-	if [ "$cfg" = s ]; then
-		sleep "$DUR"
-	else
+	if [ "$oltp" = 1 ]; then
 		( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \
 			-f "$OUT/oltp_zipf.sql" > pgbench.out 2> pgbench.err ) || log "pgbench failed: $dir/pgbench.err"
+	else
+		sleep "$DUR"
 	fi
 	# a scan whose psql timed out goes on in its backend: cancel them all, so
 	# that none runs into the next window
@@ -218,11 +226,11 @@ run_phase() {
 	hot=$(q "SELECT round(100.0 * sum(cached_bytes) / sum(total_bytes), 1) FROM
 		(SELECT * FROM cache_ext_relation_cache('pgbench_accounts')
 		 UNION ALL SELECT * FROM cache_ext_relation_cache('pgbench_accounts_pkey')) s")
-	[ "$cfg" = s ] && { tps=-; hot=-; }
+	[ "$oltp" = 1 ] || { tps=-; hot=-; }
 	held_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$dir/held.dat")
 	scan_end=$(cached_mb scan_t)
-	# (s): the whole limit again, once its scans are over and measured
-	[ "$cfg" != s ] || echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
+	# the whole limit again, once the window's scans are over and measured
+	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$LIMIT_MB"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
 		"$(median "$dir/count.s")" "$(median "$dir/dump.s")" "$(cat "$dir/dump.s" 2>/dev/null | wc -l)" \
 		"$(cat "$dir/vacuum.s" 2>/dev/null || echo -)" "$(cat "$dir/count.s" 2>/dev/null | wc -l)" \
