@@ -59,6 +59,8 @@ $node->safe_psql('postgres', q{
 my $big_bytes = $node->safe_psql('postgres', "SELECT pg_relation_size('big')");
 cmp_ok($big_bytes, '>', 4 * $budget_mb * $mb, 'the scanned table is four times the budget');
 
+pause_damon();    # it would page out the hot table (PceTest.pm)
+
 sub cached_fraction { return relation_cached_fraction($node, @_); }
 
 sub cached_mb { return relation_cached_mb($node, @_); }

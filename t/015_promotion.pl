@@ -27,6 +27,7 @@ my ($node, $s) = stock_node('promotion',
 	'max_parallel_workers_per_gather' => 0);
 unlike($s->{reason}, qr/without promotion/, "the loader attached promotion ($s->{reason})");
 like($s->{promotion}, qr/^on: /, "status says promotion is on ($s->{promotion})");
+pause_damon();    # it would page out the half read (PceTest.pm)
 
 # ~40 MB, in one segment file
 $node->safe_psql('postgres', q{

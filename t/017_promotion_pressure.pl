@@ -66,8 +66,7 @@ ok($ok, 'a 48 MB memory cgroup for the scanner') or BAIL_OUT('no memory cgroup')
 # DAMON, where it runs a pageout scheme (this machine's kernel does), takes
 # idle page cache, and a chunk of which one page went is forgotten (CI saw
 # 19.2 MB promoted of 19.5 with it on): paused for the test
-root('damon-pause');
-END { root('damon-resume'); }
+pause_damon();
 
 sub session_pid
 {

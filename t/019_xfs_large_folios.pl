@@ -50,6 +50,7 @@ sub tool
 	return $out;
 }
 
+pause_damon();    # it would page out some of the file read (PceTest.pm)
 my (undef, $cold) = split ' ', tool('resident', "$mnt/data");
 is($cold, 0, 'nothing of the file is cached before the read');
 tool('-p', "$pin_root/$id", 'read', "$mnt/data");

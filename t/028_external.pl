@@ -191,8 +191,7 @@ sub round_once
 # DAMON, where it runs a pageout scheme (this machine's kernel does), takes
 # idle page cache anywhere, in regions far larger than the canary: it is
 # paused for the two rounds (and resumed, also if the test dies)
-my $damon_paused = root('damon-pause');
-END { root('damon-resume') if $damon_paused; }
+pause_damon();
 my ($hot, $seen, $wal_mb) = round_with('tar with pg_cache_ext_run', $run, '-D', $datadir, '--', @tar);
 cmp_ok($hot, '>=', 0.95, "with the wrapper the hot table stays cached ($hot)");
 # the WAL the tar read went too: what stays is within the budget, and the
@@ -208,8 +207,7 @@ cmp_ok(stat_value($node, 'marks_inherited'), '>=', 4, 'the marks were handed dow
 cmp_ok($hot, '<', 0.95, "without the wrapper the same tar pushes the hot table out ($hot)");
 note("without the wrapper $wal_mb MB of WAL stayed cached");
 is($seen, '', 'and nothing was marked');
-root('damon-resume');
-$damon_paused = 0;
+resume_damon();
 
 # ---- the wrapper killed by SIGKILL: the worker drops its tree's marks ----
 my $sleeper = IPC::Run::start([ $run, '-D', $datadir, '--', 'sh', '-c', 'sleep 60 & wait' ]);
