@@ -63,6 +63,30 @@ disk_majmin() {
 	DISK_DEV=$(cat "/sys/class/block/$name/dev" 2>/dev/null || echo "0:0")
 }
 
+# The disk's read-ahead window for the run (READ_AHEAD_KB, if set): the
+# kernel reads that far ahead of each sequential reader, and pages being
+# read in cannot be dropped, so four scanners with 8 MB windows hold tens
+# of MB in flight whatever the budget.  Set before the server starts (a
+# file takes the window when it is opened); the disk's own value back in
+# the cleanup.  READ_AHEAD_RUN says what the run had, for params.env.
+READ_AHEAD_SAVED=""
+read_ahead_set() {
+	local f=/sys/class/block/$DISK_NAME/queue/read_ahead_kb
+	[ -w "$f" ] || { READ_AHEAD_RUN=unknown; return 0; }
+	if [ -n "${READ_AHEAD_KB:-}" ] && [ "$READ_AHEAD_KB" != "$(cat "$f")" ]; then
+		READ_AHEAD_SAVED=$(cat "$f")
+		echo "$READ_AHEAD_KB" >"$f" || die "could not set $f to $READ_AHEAD_KB"
+		log "read-ahead of $DISK_NAME: ${READ_AHEAD_KB} kB for the run (its own: ${READ_AHEAD_SAVED} kB)"
+	fi
+	READ_AHEAD_RUN=$(cat "$f")
+}
+
+read_ahead_restore() {
+	[ -n "$READ_AHEAD_SAVED" ] || return 0
+	echo "$READ_AHEAD_SAVED" >"/sys/class/block/$DISK_NAME/queue/read_ahead_kb" || log "could not restore read_ahead_kb"
+	READ_AHEAD_SAVED=""
+}
+
 cg_cleanup() {
 	local cg
 	for cg in "$MEMCG_SCAN" "$MEMCG" "$BLKCG"; do
@@ -149,4 +173,33 @@ damon_state() {
 		out="$out/$(cat "$d"/contexts/*/schemes/*/action 2>/dev/null | tr '\n' '+' | sed 's/+$//')"
 	done
 	echo "${out:-off}"
+}
+
+# DAMON paused for a run (test/root-helper damon-pause, which counts its
+# holders, so a test running meanwhile shares it) unless KEEP_DAMON=1: it
+# pages out page cache that looks idle, the hot set's rarely read tail and
+# pages read once, in every configuration alike, which no cache policy
+# decides.  damon_resume in the cleanup.  DAMON_RUN says what was done, for
+# params.env: off, paused:STATE or kept:STATE (STATE: damon_state).
+DAMON_RUN=off
+damon_root_helper() { bash "$(dirname "${BASH_SOURCE[0]}")/../test/root-helper" "$@"; }
+
+damon_pause() {
+	local state
+	state=$(damon_state)
+	[ "$state" = off ] && return 0
+	if [ "${KEEP_DAMON:-0}" = 1 ]; then
+		DAMON_RUN=kept:$state
+		log "note: DAMON runs here ($state) and is kept running (KEEP_DAMON=1)"
+		return 0
+	fi
+	damon_root_helper damon-pause || die "could not pause DAMON ($state)"
+	DAMON_RUN=paused:$state
+	log "DAMON paused for the run ($state; KEEP_DAMON=1 keeps it running)"
+}
+
+damon_resume() {
+	[ "${DAMON_RUN%%:*}" = paused ] || return 0
+	damon_root_helper damon-resume || log "could not resume DAMON"
+	DAMON_RUN=resumed
 }

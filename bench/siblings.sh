@@ -2,6 +2,7 @@
 # bench/siblings.sh - issue 16's workload: do scans still get their share?
 #
 #   bench/siblings.sh [--rounds N] [--dur S] [--scan-mb N] [--no-throttle]
+#                     [--read-ahead-kb N]
 #
 # OLTP Zipf point reads on a hot table (pgbench_accounts) beside two
 # count(*) loops (synchronize_seqscans on) and a pg_dump loop of one scanned
@@ -11,8 +12,7 @@
 # (b) with the OLTP load rate-limited (pgbench -R) to the TPS (a) reached in
 # that round, so both leave the scans the same CPU; and two references:
 # (n) no scans and no extension at that rate, the hot set the kernel alone
-# leaves cached (on a host whose DAMON pages out idle page cache, the Zipf
-# tail not read for a minute goes, scans or not), and (s) the scans alone,
+# leaves cached, and (s) the scans alone,
 # no extension, no OLTP, in the cgroup's memory less the hot set's size:
 # how fast the scans are in the memory a cached hot set leaves them (the
 # kernel's LRU shares it among them).
@@ -25,7 +25,12 @@
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
 # table, pgbench scale 12 (~180 MB hot set), a 448 MB cgroup, 2 clients,
-# 60 s windows, 2 rounds.  Run as root; results in bench/out/siblings-<time>.
+# 60 s windows, 2 rounds.  DAMON, where it pages out idle page cache, is
+# paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
+# the Zipf tail not read for a minute goes, scans or not).  The disk's
+# read-ahead is its own unless --read-ahead-kb sets it for the run (this
+# machine's virtio disk has 8192 kB; the kernel's default is 128).  Run as
+# root; results in bench/out/siblings-<time>.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
 		--dur) DUR=$2; shift ;;
 		--scan-mb) SCAN_MB=$2; shift ;;
 		--no-throttle) THROTTLE_IOPS=0; THROTTLE_MBPS=0 ;;
-		-h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		--read-ahead-kb) READ_AHEAD_KB=$2; shift ;;
+		-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 		*) die "unknown argument $1 (see --help)" ;;
 	esac
 	shift
@@ -75,6 +81,8 @@ cleanup() {
 	pg_stop
 	loader_unload
 	cg_cleanup
+	damon_resume
+	read_ahead_restore
 	exit $rc
 }
 trap cleanup EXIT
@@ -85,6 +93,8 @@ mkdir -p "$BENCH_DIR"; chown "$PGUSER_OS" "$BENCH_DIR"
 [ -f "$PGDATA/postmaster.pid" ] && pg_stop
 "$PGBIN/pg_cache_ext_loader" --unload -D "$PGDATA" >/dev/null 2>&1 || true
 cg_setup
+damon_pause
+read_ahead_set
 
 build_dataset() {
 	log "dataset: pgbench scale $SCALE + a ${SCAN_MB} MiB scanned table in $PGDATA"
@@ -256,5 +266,6 @@ cat > "$OUT/params.env" <<EOF
 rounds=$ROUNDS duration_s=$DUR clients=$CLIENTS scale=$SCALE scan_table_mb=$SCAN_MB
 cgroup_limit_mb=$LIMIT_MB shared_buffers=$SHARED_BUFFERS scan_budget_mb=$SCAN_BUDGET_MB hot_mb=$HOT_MB
 throttle_read_iops=$THROTTLE_IOPS throttle_read_mbps=$THROTTLE_MBPS kernel=$(uname -r) cpus=$(nproc)
+damon=$DAMON_RUN read_ahead_kb=$READ_AHEAD_RUN
 EOF
 log "results: $OUT/results.tsv"
