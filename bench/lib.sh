@@ -72,7 +72,11 @@ disk_majmin() {
 READ_AHEAD_SAVED=""
 read_ahead_set() {
 	local f=/sys/class/block/$DISK_NAME/queue/read_ahead_kb
-	[ -w "$f" ] || { READ_AHEAD_RUN=unknown; return 0; }
+	if [ ! -w "$f" ]; then
+		[ -z "${READ_AHEAD_KB:-}" ] || die "cannot set the read-ahead of $DISK_NAME ($f)"
+		READ_AHEAD_RUN=unknown
+		return 0
+	fi
 	if [ -n "${READ_AHEAD_KB:-}" ] && [ "$READ_AHEAD_KB" != "$(cat "$f")" ]; then
 		READ_AHEAD_SAVED=$(cat "$f")
 		echo "$READ_AHEAD_KB" >"$f" || die "could not set $f to $READ_AHEAD_KB"
@@ -187,7 +191,9 @@ damon_root_helper() { bash "$(dirname "${BASH_SOURCE[0]}")/../test/root-helper" 
 damon_pause() {
 	local state
 	state=$(damon_state)
-	[ "$state" = off ] && return 0
+	# off may be a test holding it paused: the run is a holder too, or the
+	# test's end would switch it on under the run
+	compgen -G '/sys/kernel/mm/damon/admin/kdamonds/[0-9]*' >/dev/null || return 0
 	if [ "${KEEP_DAMON:-0}" = 1 ]; then
 		DAMON_RUN=kept:$state
 		log "note: DAMON runs here ($state) and is kept running (KEEP_DAMON=1)"

@@ -75,18 +75,18 @@ mkdir -p "$OUT"
 BG_PIDS=""
 cleanup() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM HUP
 	for p in $BG_PIDS; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	damon_resume	# the machine's settings first
+	read_ahead_restore
 	pg_stop
 	loader_unload
 	cg_cleanup
-	damon_resume
-	read_ahead_restore
 	exit $rc
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP
 
 mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 mkdir -p "$BENCH_DIR"; chown "$PGUSER_OS" "$BENCH_DIR"
