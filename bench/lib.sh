@@ -199,13 +199,13 @@ damon_pause() {
 		log "note: DAMON runs here ($state) and is kept running (KEEP_DAMON=1)"
 		return 0
 	fi
-	damon_root_helper damon-pause || die "could not pause DAMON ($state)"
+	damon_root_helper damon-pause $$ || die "could not pause DAMON ($state)"
 	DAMON_RUN=paused:$state
 	log "DAMON paused for the run ($state; KEEP_DAMON=1 keeps it running)"
 }
 
 damon_resume() {
 	[ "${DAMON_RUN%%:*}" = paused ] || return 0
-	damon_root_helper damon-resume || log "could not resume DAMON"
+	damon_root_helper damon-resume $$ || log "could not resume DAMON"
 	DAMON_RUN=resumed
 }

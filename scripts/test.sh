@@ -43,6 +43,8 @@ cleanup() {
 	[ -d "$WORK/regress-data" ] && "$BINDIR/pg_cache_ext_loader" --unload -D "$WORK/regress-data" >/dev/null 2>&1
 	# clusters the TAP tests left running after a failure
 	pkill -u postgres -f "postgres -D $WORK/tree/tmp_check" 2>/dev/null || true
+	# DAMON back on if a test killed before its resume held it paused
+	[ -x "$HELPER" ] && { "$HELPER" damon-resume >/dev/null 2>&1 || true; }
 	rm -f /etc/sudoers.d/pg_cache_ext_test "$HELPER" "$FAKE_IO_WORKER"
 }
 trap cleanup EXIT

@@ -192,13 +192,13 @@ my $damon_paused = 0;
 
 sub pause_damon
 {
-	$damon_paused = 1 if !$damon_paused && root('damon-pause');
+	$damon_paused = 1 if !$damon_paused && root('damon-pause', $$);
 	return $damon_paused;
 }
 
 sub resume_damon
 {
-	root('damon-resume') if $damon_paused;
+	root('damon-resume', $$) if $damon_paused;
 	$damon_paused = 0;
 }
 
