@@ -70,24 +70,27 @@ disk_majmin() {
 # file takes the window when it is opened); the disk's own value back in
 # the cleanup.  READ_AHEAD_RUN says what the run had, for params.env.
 READ_AHEAD_SAVED=""
+read_ahead_file() { echo "/sys/class/block/$DISK_NAME/queue/read_ahead_kb"; }
+
 read_ahead_set() {
-	local f=/sys/class/block/$DISK_NAME/queue/read_ahead_kb
+	local f
+	f=$(read_ahead_file)
 	if [ ! -w "$f" ]; then
 		[ -z "${READ_AHEAD_KB:-}" ] || die "cannot set the read-ahead of $DISK_NAME ($f)"
 		READ_AHEAD_RUN=unknown
 		return 0
 	fi
-	if [ -n "${READ_AHEAD_KB:-}" ] && [ "$READ_AHEAD_KB" != "$(cat "$f")" ]; then
-		READ_AHEAD_SAVED=$(cat "$f")
-		echo "$READ_AHEAD_KB" >"$f" || die "could not set $f to $READ_AHEAD_KB"
-		log "read-ahead of $DISK_NAME: ${READ_AHEAD_KB} kB for the run (its own: ${READ_AHEAD_SAVED} kB)"
-	fi
 	READ_AHEAD_RUN=$(cat "$f")
+	[ -n "${READ_AHEAD_KB:-}" ] && [ "$READ_AHEAD_KB" != "$READ_AHEAD_RUN" ] || return 0
+	echo "$READ_AHEAD_KB" >"$f" || die "could not set $f to $READ_AHEAD_KB"
+	READ_AHEAD_SAVED=$READ_AHEAD_RUN
+	READ_AHEAD_RUN=$READ_AHEAD_KB
+	log "read-ahead of $DISK_NAME: ${READ_AHEAD_KB} kB for the run (its own: ${READ_AHEAD_SAVED} kB)"
 }
 
 read_ahead_restore() {
 	[ -n "$READ_AHEAD_SAVED" ] || return 0
-	echo "$READ_AHEAD_SAVED" >"/sys/class/block/$DISK_NAME/queue/read_ahead_kb" || log "could not restore read_ahead_kb"
+	echo "$READ_AHEAD_SAVED" >"$(read_ahead_file)" || log "could not restore read_ahead_kb"
 	READ_AHEAD_SAVED=""
 }
 
@@ -179,7 +182,7 @@ damon_state() {
 	echo "${out:-off}"
 }
 
-# DAMON paused for a run (test/root-helper damon-pause, which counts its
+# DAMON paused for a run (test/root-helper damon-pause, which lists its
 # holders, so a test running meanwhile shares it) unless KEEP_DAMON=1: it
 # pages out page cache that looks idle, the hot set's rarely read tail and
 # pages read once, in every configuration alike, which no cache policy

@@ -186,8 +186,8 @@ sub caches_dropped
 # lost 3% of its pages within 5 s and 22% within 60 s.  A test that asks
 # what stays cached would count that against the extension (CI saw a hot
 # table read once at 91-96%), so such a test pauses DAMON until it ends
-# (test/root-helper counts the tests holding it paused; the last resume
-# switches it on again).
+# (test/root-helper lists the tests holding it paused by PID, forgets those
+# that died, and switches it on again when none is left).
 my $damon_paused = 0;
 
 sub pause_damon
