@@ -74,8 +74,15 @@
  * the kernel in the lab.  So the loader walks the policy through
  * policy_state.phase before dropping the link (loader/policy.c):
  *
- *	DRAINING	nothing new is listed, nothing moves; eviction still takes
- *				from the lists, so the loader's reclaim empties them.
+ *	DRAINING	nothing new is listed, nothing moves between lists; eviction takes
+ *				from the lists, so the loader's reclaim empties them, and a
+ *				folio in use (accessed, so reclaim would fail on it) is taken
+ *				off its list.  A node still listed when the kernel frees the
+ *				lists is left poisoned until the kernel re-initialises it, and
+ *				that folio's removal from the page cache in between (a
+ *				truncate, an unlink) crashes the kernel: seen in the lab once
+ *				in 48 detaches with busy readers (a 9p file's folios, truncated
+ *				as its last user exited).
  *	UNLINKING	no list kfunc at all (no iteration either): the kernel's LRU
  *				evicts until the teardown is over.
  *
@@ -475,13 +482,35 @@ void BPF_PROG(pce_folio_added, struct folio *folio)
 		stat_inc(not_listed);
 }
 
+/*
+ * Draining: take folio off its list, back to the kernel's LRU alone (the
+ * lists still exist in this phase; see the top comment).
+ */
+static __always_inline void
+unlist_folio(struct folio *folio)
+{
+	u64			key = folio_key(folio);
+	u32			which = folio_list_of(folio);
+
+	if (which == PCE_LIST_NONE || bpf_cache_ext_list_del(folio) != 0)
+		return;
+	bpf_map_delete_elem(&folio_lists, &key);
+	list_count_add(which, -1);
+}
+
 SEC("struct_ops/pce_folio_accessed")
 void BPF_PROG(pce_folio_accessed, struct folio *folio)
 {
+	u32			phase = detach_phase();
 	u32			which;
 
-	if (detach_phase() != PCE_POLICY_ACTIVE)
-		return;					/* detaching: no list may move (see the top comment) */
+	if (phase == PCE_POLICY_DRAINING)
+	{
+		unlist_folio(folio);	/* in use: reclaim would fail on it */
+		return;
+	}
+	if (phase != PCE_POLICY_ACTIVE)
+		return;					/* unlinking: no list call at all (see the top comment) */
 	which = folio_list_of(folio);
 	if (which == PCE_LIST_MAIN)
 	{

@@ -111,7 +111,7 @@ if [ "${PCE_LAB_DETACH:-1}" = 1 ]; then
 	# 6. attach / two busy readers / detach, a few times, at varying moments
 	#    (before the policy's detach phases, the second cycle oopsed here)
 	cycles=0
-	for pause in 0.2 0.5 0.8 0.3; do
+	for pause in 0.2 0.5 0.8 0.3 1.1 0.6 0.4 1.0; do
 		"$B/pce_policy_tool" attach "$PIN" "$CGROOT/cache_ext_pg" >/dev/null || break
 		in_cgroup "$CGROOT/cache_ext_pg" "$B/pce_mark_self" -p "$PIN" -n 2 read /mnt/scan &
 		r1=$!

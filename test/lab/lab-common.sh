@@ -17,12 +17,14 @@ bpf_from_here_on() {
 
 # start_watchdog SECONDS DMESG_LINES: a hung kernel becomes a diagnosable
 # failure (a RESULT line, the blocked tasks and the kernel log), not a QEMU
-# timeout.  An oops or an RCU stall panics the kernel at once (the VM powers
+# timeout.  An oops, a WARN, "scheduling while atomic" or an RCU stall panics the kernel at once (the VM powers
 # off with the trace on the console, which t/090 prints): after an oops the
 # kernel may hold a lock forever and the shell watchdog below never runs
 # (seen: a GPF in a list kfunc during a policy detach, then 270 s of silence).
 start_watchdog() {
+	echo 5 > /proc/sys/kernel/printk	# above warnings and stack traces (quiet hides them), below the info lines
 	echo 1 > /proc/sys/kernel/panic_on_oops
+	echo 1 > /proc/sys/kernel/panic_on_warn	# a WARN or "scheduling while atomic" panics too (seen: one, then a hang)
 	echo 1 > /proc/sys/kernel/panic_on_rcu_stall 2>/dev/null
 	(
 		sleep "$1"
