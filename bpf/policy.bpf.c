@@ -80,9 +80,9 @@
  *				off its list.  A node still listed when the kernel frees the
  *				lists is left poisoned until the kernel re-initialises it, and
  *				that folio's removal from the page cache in between (a
- *				truncate, an unlink) crashes the kernel: seen in the lab once
- *				in 48 detaches with busy readers (a 9p file's folios, truncated
- *				as its last user exited).
+ *				truncate, an unlink) crashes the kernel: seen in the lab at the
+ *				48th of a run of detaches with busy readers (a 9p file's
+ *				folios, truncated as its last user exited).
  *	UNLINKING	no list kfunc at all (no iteration either): the kernel's LRU
  *				evicts until the teardown is over.
  *

@@ -112,7 +112,7 @@ sub peak_rate_mb_s
 	my $from = 0;
 	for my $to (0 .. $#$samples)
 	{
-		$from++ while $samples->[$to][0] - $samples->[$from + 1][0] >= 0.5;
+		$from++ while $from < $to && $samples->[$to][0] - $samples->[$from + 1][0] >= 0.5;
 		my $span = $samples->[$to][0] - $samples->[$from][0];
 		next if $span < 0.5;
 		my $rate = ($samples->[$to][1] - $samples->[$from][1]) / $span;

@@ -22,7 +22,7 @@ my $name = "t022-$$";
 my ($ok, $ts, $err) = root('ts-mount', 'ext4', $name);
 ok($ok, 'a small ext4 loop image is mounted for a tablespace') or BAIL_OUT("ts-mount: $err");
 chomp $ts;
-END { root('ts-umount', $name) if $name; }
+END { local $?; root('ts-umount', $name) if $name; }	# local: the helper's status is not the test's
 my ($node, $s) = stock_node('inode_reuse',
 	'pg_cache_ext.scan_budget' => "'512MB'",
 	'pg_cache_ext.scan_max_age' => 0,

@@ -21,7 +21,7 @@ plan skip_all => 'mkfs.btrfs is not installed here (btrfs-progs; scripts/setup.s
   if !$ok && $err =~ /mkfs\.btrfs missing/;
 ok($ok, 'a btrfs loop image with a subvolume is mounted') or BAIL_OUT("btrfs-mount: $err");
 chomp $ts;
-END { root('ts-umount', $name) if $name; }
+END { local $?; root('ts-umount', $name) if $name; }	# local: the helper's status is not the test's
 
 my ($node, $s) = stock_node('btrfs',
 	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",

@@ -2,7 +2,7 @@
 # run-lab-test.sh: run the pg_cache_ext cache_ext policy test in the
 # cache_ext research kernel under QEMU (shared/kernel-lab/run-in-vm).
 #
-# usage: test/lab/run-lab-test.sh [files|pg|loader]
+# usage: test/lab/run-lab-test.sh [files|pg|loader|detach-stress]
 #
 # Environment:
 #   PCE_BUILD_DIR   build tree with bpf/policy.skel.h (default: this repo)
@@ -17,6 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 build=${PCE_BUILD_DIR:-$repo}
 scenario=${1:-files}
+[ -f "$here/inside-$scenario.sh" ] || { echo "run-lab-test.sh: no scenario $scenario (files, pg, loader, detach-stress)" >&2; exit 2; }
 
 lab=${PCE_KERNEL_LAB:-}
 if [ -z "$lab" ]; then
