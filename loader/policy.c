@@ -821,9 +821,10 @@ open_cgroup_by_id(__u64 cgid)
  * What is still exposed: a folio still listed (a re-dirtied one, one
  * reclaim could not take) that is truncated during the teardown's
  * milliseconds; that needs the kernel fixed.  Draining for up to ~2 s and
- * unlisting the folios accessed meanwhile left folios listed in 4 of 60
- * lab detaches with busy readers (1-23 folios), and no crash; with 4 rounds
- * and no unlisting, the same run crashed the kernel at the 48th.
+ * unlisting the folios accessed meanwhile left folios listed in 4 and 6 of
+ * two runs of 60 lab detaches with busy readers (1-23 folios; lab scenario
+ * detach-stress), and no crash; with 4 rounds and no unlisting, the same
+ * run crashed the kernel at the 48th.
  */
 #define PCE_DRAIN_ROUNDS	40		/* ~2 s: every listed folio left risks the teardown */
 #define PCE_TEARDOWN_WAIT_DEFAULT	60	/* seconds; the teardown walks the cgroup's folio index */
