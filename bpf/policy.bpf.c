@@ -76,13 +76,13 @@
  *
  *	DRAINING	nothing new is listed, nothing moves between lists; eviction takes
  *				from the lists, so the loader's reclaim empties them, and a
- *				folio in use (accessed, so reclaim would fail on it) is taken
- *				off its list.  A node still listed when the kernel frees the
+ *				folio accessed meanwhile (maybe in use right now, referenced
+ *				or locked, which reclaim cannot take) is taken off its list.  A node still listed when the kernel frees the
  *				lists is left poisoned until the kernel re-initialises it, and
  *				that folio's removal from the page cache in between (a
- *				truncate, an unlink) crashes the kernel: seen in the lab at the
- *				48th of a run of detaches with busy readers (a 9p file's
- *				folios, truncated as its last user exited).
+ *				truncate, an unlink) crashes the kernel: seen in the lab after
+ *				48 detaches with busy readers (a 9p file's folios, truncated
+ *				as its last user exited).
  *	UNLINKING	no list kfunc at all (no iteration either): the kernel's LRU
  *				evicts until the teardown is over.
  *
@@ -494,8 +494,9 @@ unlist_folio(struct folio *folio)
 
 	if (which == PCE_LIST_NONE || bpf_cache_ext_list_del(folio) != 0)
 		return;
-	bpf_map_delete_elem(&folio_lists, &key);
-	list_count_add(which, -1);
+	/* counted off once: folio_evicted() may have forgotten it meanwhile */
+	if (bpf_map_delete_elem(&folio_lists, &key) == 0)
+		list_count_add(which, -1);
 }
 
 SEC("struct_ops/pce_folio_accessed")
@@ -506,7 +507,7 @@ void BPF_PROG(pce_folio_accessed, struct folio *folio)
 
 	if (phase == PCE_POLICY_DRAINING)
 	{
-		unlist_folio(folio);	/* in use: reclaim would fail on it */
+		unlist_folio(folio);	/* maybe in use right now: reclaim cannot take it */
 		return;
 	}
 	if (phase != PCE_POLICY_ACTIVE)
@@ -559,8 +560,13 @@ void BPF_PROG(pce_folio_evicted, struct folio *folio)
 	stat_inc(PCE_STAT_FOLIOS_REMOVED);
 	if (which == PCE_LIST_NONE)
 		return;
-	/* no bpf_cache_ext_list_del(): the kernel unlinks the node right after this call */
-	bpf_map_delete_elem(&folio_lists, &key);
+	/*
+	 * No bpf_cache_ext_list_del(): the kernel unlinks the node right after
+	 * this call.  Counted off once: a draining unlist_folio() may have
+	 * forgotten it meanwhile.
+	 */
+	if (bpf_map_delete_elem(&folio_lists, &key) != 0)
+		return;
 	list_count_add(which, -1);
 	stat_inc(which == PCE_LIST_SCAN ? PCE_STAT_FOLIOS_EVICTED_SCAN : PCE_STAT_FOLIOS_EVICTED_MAIN);
 }

@@ -699,12 +699,15 @@ unmap_policy_state(struct pce_policy_state *st)
  * Wait until no policy callback that may have seen the previous phase is
  * still running.  Callbacks are RCU readers (the BPF trampoline holds
  * rcu_read_lock()), and MEMBARRIER_CMD_GLOBAL is a synchronize_rcu() in
- * the kernel.  Kernels that refuse it (nohz_full) get a generous pause.
+ * the kernel.  Kernels that refuse it (nohz_full) get a generous pause,
+ * and so do single-CPU machines, where it returns at once without one (a
+ * preemptible kernel may have preempted a callback).
  */
 static void
 wait_for_callbacks(void)
 {
-	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
+		syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
 		usleep(200000);
 }
 
@@ -820,13 +823,14 @@ open_cgroup_by_id(__u64 cgid)
  * record is kept no attach or detach starts, so it is never overwritten.
  * What is still exposed: a folio still listed (a re-dirtied one, one
  * reclaim could not take) that is truncated during the teardown's
- * milliseconds; that needs the kernel fixed.  Draining for up to ~2 s and
- * unlisting the folios accessed meanwhile left folios listed in 4 and 6 of
- * two runs of 60 lab detaches with busy readers (1-23 folios; lab scenario
- * detach-stress), and no crash; with 4 rounds and no unlisting, the same
- * run crashed the kernel at the 48th.
+ * milliseconds; that needs the kernel fixed.  Draining in up to 40 rounds
+ * (at least ~2 s when folios stay listed: each round after the first
+ * waits for a sync()) and unlisting the folios accessed meanwhile left
+ * folios listed in 4, 6 and 4 of three runs of 60 lab detaches with busy
+ * readers (1-23 folios; lab scenario detach-stress), and no crash; with 4 rounds
+ * and no unlisting, the same run crashed the kernel after 48 detaches.
  */
-#define PCE_DRAIN_ROUNDS	40		/* ~2 s: every listed folio left risks the teardown */
+#define PCE_DRAIN_ROUNDS	40		/* >= ~2 s: every listed folio left risks the teardown */
 #define PCE_TEARDOWN_WAIT_DEFAULT	60	/* seconds; the teardown walks the cgroup's folio index */
 
 /* Steps 1-2; the number of folios still listed. */

@@ -103,8 +103,8 @@ sub follower_reads_held
 }
 
 # peak_rate_mb_s(SAMPLES, AVERAGE): the fastest the leader read over any
-# half second of its [seconds, MB read] samples; the whole scan's AVERAGE
-# when the samples span less.
+# half second of its [seconds, MB read] samples, or the whole scan's
+# AVERAGE when that is faster (or the samples span less).
 sub peak_rate_mb_s
 {
 	my ($samples, $average) = @_;
