@@ -995,6 +995,16 @@ wait_map_freed(__u32 map_id, int seconds)
 		usleep(10000);
 	}
 	wait_for_callbacks();		/* the teardown's last steps after the map's release */
+
+	/*
+	 * After releasing the map, the link's teardown takes the cgroup's
+	 * cache_ext_sem for writing; every page-cache removal in the cgroup
+	 * takes it for reading under the i_pages lock (get_cache_ext_ops()),
+	 * and sleeps there, in atomic context, while a writer holds or waits:
+	 * "scheduling while atomic" in the lab when the restored memory.max
+	 * reclaimed at that moment.  So reclaim comes back only after a pause.
+	 */
+	usleep(200000);
 	return true;
 }
 
