@@ -124,7 +124,12 @@ ok(wait_until(sub { status($node)->{state} eq 'active' }, 3), 'back to active af
 # ---- a full map never fails a query ----
 my ($ok, $fill) = (0, '');
 IPC::Run::run([ "$src/test/pce_fill_map", $pin_dir, 9000 ], '>', \$fill);
-like($fill, qr/^added 8192 stopped /, 'the map takes 8192 entries, then refuses');
+# at least 8192: the worker's sweep of dead PIDs (below) may free some of
+# the fake entries while they are added (CI, trixie lane: 8703)
+my ($filled, $why) = $fill =~ /^added (\d+) stopped (.*)$/m;
+ok(defined $filled && $filled >= 8192 && $why eq 'Argument list too long',
+	sprintf('the map takes 8192 entries, then refuses with E2BIG (%s added, then: %s)',
+		$filled // 'none', $why // $fill));
 my $full_before = stat_value($node, 'map_full');
 # the worker sweeps the fake entries within 250 ms: a scan that started after
 # the sweep found room; fill again and retry (a few times at most)
