@@ -77,8 +77,9 @@
  *	DRAINING	nothing new is listed, nothing moves between lists; eviction takes
  *				from the lists, so the loader's reclaim empties them, and a
  *				folio accessed meanwhile (maybe in use right now, referenced
- *				or locked, which reclaim cannot take) is taken off its list.  A node still listed when the kernel frees the
- *				lists is left poisoned until the kernel re-initialises it, and
+ *				or locked, which reclaim cannot take) is taken off its list.
+ *				A node still listed when the kernel frees the lists is left
+ *				poisoned until the kernel re-initialises it, and
  *				that folio's removal from the page cache in between (a
  *				truncate, an unlink) crashes the kernel: seen in the lab after
  *				48 detaches with busy readers (a 9p file's folios, truncated

@@ -827,8 +827,8 @@ open_cgroup_by_id(__u64 cgid)
  * (at least ~2 s when folios stay listed: each round after the first
  * waits for a sync()) and unlisting the folios accessed meanwhile left
  * folios listed in 4, 6 and 4 of three runs of 60 lab detaches with busy
- * readers (1-23 folios; lab scenario detach-stress), and no crash; with 4 rounds
- * and no unlisting, the same run crashed the kernel after 48 detaches.
+ * readers (1-23 folios; lab scenario detach-stress), and no crash; with 4
+ * rounds and no unlisting, the same run crashed the kernel after 48 detaches.
  */
 #define PCE_DRAIN_ROUNDS	40		/* >= ~2 s: every listed folio left risks the teardown */
 #define PCE_TEARDOWN_WAIT_DEFAULT	60	/* seconds; the teardown walks the cgroup's folio index */

@@ -17,11 +17,6 @@ CG=/sys/fs/cgroup/cache_ext_pg
 
 . "$B/lab-common.sh"
 
-in_cgroup() {
-	cg=$1; shift
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
-}
-
 start_watchdog 480 200	# within run-lab-test.sh's 540 s
 dd if=/dev/urandom of=/mnt/hot bs=1M count=56 status=none
 dd if=/dev/zero of=/mnt/scan bs=1M count=256 status=none

@@ -17,12 +17,6 @@ CGROOT=/sys/fs/cgroup
 
 . "$B/lab-common.sh"
 
-# run a command inside cgroup $1
-in_cgroup() {
-	cg=$1; shift
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
-}
-
 resident() { "$B/pce_mark_self" resident "$1" | cut -d' ' -f1; }
 
 start_watchdog "${PCE_LAB_WATCHDOG:-480}" 200

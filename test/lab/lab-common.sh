@@ -5,6 +5,12 @@
 
 say() { echo "LAB-TEST: [$(cut -d" " -f1 /proc/uptime)s] $*"; }
 
+# run a command inside cgroup $1
+in_cgroup() {
+	cg=$1; shift
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}
+
 # bpf_from_here_on: said once, just before a scenario loads its first BPF
 # program; t/090 runs a scenario again once when the kernel died before it
 # (nothing of the project had run in the kernel yet).  Said in the kernel's
