@@ -97,8 +97,8 @@
 /* read-ahead beyond the budget is kept this long (being read in, or read next) */
 #define READ_AHEAD_YOUNG_MS	1000
 /*
- * how long the worker's largest lag behind the ring, and the most pages no
- * drop could take, lower its drops' target (RecentPeak)
+ * how long the worker's largest lag behind the ring, and the most young
+ * read-ahead kept beyond the target, lower its drops' target (RecentPeak)
  */
 #define LAG_MEMORY_MS		1000
 /* extents looked at for the gauge bytes_held_for_siblings, per round */
@@ -170,18 +170,15 @@ static uint64 batch_pages = 0;
 static RecentPeak lag = {0, 0};
 
 /*
- * Scan pages no drop takes: those the kernel left because they were in use
- * (being read in, or copied out), retried apart, and the read-ahead kept
- * beyond the target while young (passed_over: dropped, it would be read
- * again).  They are cached all the same, so the drops' target is lowered
- * by as much, and the pages held for siblings make room for them: with
- * four scanners' 8 MB read-ahead windows, the table otherwise peaked 12 MB
- * above a 128 MB budget (bench/siblings.sh).  An in-use page that a
- * sibling has read in again since its drop is in the sibling's extent too,
- * so counted twice; drop_target's cap (half the budget) bounds what that
- * takes from the siblings.
+ * Read-ahead kept beyond the target while young (passed_over: dropped, it
+ * would be read again).  It is cached all the same, so the next drops'
+ * target is lowered by as much, and the pages held for siblings make room
+ * for it: with four scanners' 8 MB read-ahead windows, the table otherwise
+ * peaked 12 MB above a 128 MB budget (bench/siblings.sh).  (The in-use
+ * pages that wait for a retry are left out: counted here too, the target
+ * sat at half the budget and the scans took up to 7x their time.)
  */
-static RecentPeak undroppable = {0, 0};
+static RecentPeak young_read_ahead = {0, 0};
 /* pages tracked in this pass (records of untracked files not counted) */
 static uint64 pass_tracked_pages = 0;
 
@@ -244,11 +241,10 @@ forget_extent(Extent *ext)
  * A waiting extent's pages that are still cached: those cachestat saw
  * (cached_pages), less the kept ones; the pages a drop did remove are
  * gone, and count no more.  Those waiting for a writeback count against
- * the budget (dirty_waiting_pages).  Those in use (being read in, or
- * copied out) lower the next drops' target instead, like young read-ahead
- * (undroppable, at most half the budget): when they were counted in
- * kept_pages, a sibling re-reading what was dropped was counted twice and
- * left nothing else in the budget (bench/siblings.sh).
+ * the budget (dirty_waiting_pages); those in use do not: they are being
+ * read in, or already read again by a sibling whose own record tracks them
+ * (counted here too, a sibling re-reading what was dropped left nothing
+ * else in the budget, bench/siblings.sh).
  */
 static void
 set_cached_unkept(Extent *ext, uint64 cached_pages)
@@ -713,7 +709,7 @@ pce_evictor_run(const PceSettings *settings)
 /*
  * The scans' pages a drop leaves: the budget, less the room for what
  * arrives before the next pass beyond one batch (lag), and for the pages
- * no drop can take (undroppable), at most half of the budget.
+ * no drop can take (young_read_ahead), at most half of the budget.
  */
 static uint64
 drop_target(uint64 budget_pages)
@@ -721,7 +717,7 @@ drop_target(uint64 budget_pages)
 	uint64		batch = EVICT_BATCH_BYTES / page_size;
 	uint64		room = lag.pages > batch ? lag.pages - batch : 0;
 
-	room += undroppable.pages;
+	room += young_read_ahead.pages;
 	return budget_pages - Min(room, budget_pages / 2);
 }
 
@@ -816,7 +812,7 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
  * second time in part, t/018); read-ahead a second old is a table that
  * grows while it is scanned, or a position that does not move, which would
  * make "ahead of every reader" endless; what is kept so beyond the target
- * lowers the next drops' target (young_pages, undroppable).  What is kept
+ * lowers the next drops' target (young_pages, young_read_ahead).  What is kept
  * starts at the cached pages of the extents waiting for a writeback
  * (kept_pages), so that they and the kept ones together stay within the
  * target.
@@ -890,8 +886,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		}
 		(void) drop_extent(oldest);
 	}
-	/* in-use pages retried, and young read-ahead: cached, not droppable */
-	note_peak(&undroppable, keeping.young_pages + (waiting_pages - dirty_waiting_pages));
+	note_peak(&young_read_ahead, keeping.young_pages);
 }
 
 /*
