@@ -20,7 +20,8 @@
 # First-class results: each scan's completion time (count(*), pg_dump,
 # VACUUM; scans cut by the end of the window are not counted), the bytes
 # the scanned table holds in the page cache sampled every second vs the
-# budget, file refaults and bytes read, TPS, p99, hot set cached.
+# budget, file refaults and bytes read, TPS, p99, hot set cached, and the
+# CPU time the extension's background worker used in the window.
 #
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
@@ -48,7 +49,7 @@ while [ $# -gt 0 ]; do
 		--scan-mb) SCAN_MB=$2; shift ;;
 		--no-throttle) THROTTLE_IOPS=0; THROTTLE_MBPS=0 ;;
 		--read-ahead-kb) READ_AHEAD_KB=$2; shift ;;
-		-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		-h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 		*) die "unknown argument $1 (see --help)" ;;
 	esac
 	shift
@@ -143,6 +144,23 @@ printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_acco
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
 now() { date +%s.%N; }
 stat_pce() { q "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = '$1'), 0)" 2>/dev/null || echo 0; }
+# CPU time (user + system, clock ticks) of the extension's background
+# worker so far: 0 when it is not running (no extension)
+worker_cpu_ticks() {
+	local pid
+	pid=$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_cache_ext worker'" 2>/dev/null || true)
+	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || { echo 0; return; }
+	# fields 14 and 15 after the command name, which may hold spaces
+	sed 's/^.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }'
+}
+
+# the worker's CPU seconds since $1 (worker_cpu_ticks), or - without a worker
+worker_cpu_s() {
+	local now; now=$(worker_cpu_ticks)
+	[ "$now" != 0 ] || { echo -; return; }
+	awk -v a="$1" -v b="$now" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - (b >= a ? a : 0)) / hz }'
+}
+
 # the evictor's gauges (MB): waiting, tracked, held for siblings (held.dat's columns 3-5)
 gauges_mb() {
 	q "SELECT string_agg(round(value / 1048576.0, 1)::text, ' ' ORDER BY name DESC) FROM cache_ext_stats()
@@ -203,6 +221,7 @@ run_phase() {
 	q "SELECT name, value FROM cache_ext_stats() ORDER BY name" > "$dir/stats-before.txt" 2>/dev/null || true
 	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
+	local cpu0; cpu0=$(worker_cpu_ticks)
 	t_start=$(date +%s); deadline=$((t_start + DUR))
 	log "window $cfg round $round${rate:+ (OLTP at -R $rate)}: start"
 	local kind delay=0
@@ -241,16 +260,17 @@ run_phase() {
 	scan_end=$(cached_mb scan_t)
 	# the whole limit again, once the window's scans are over and measured
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$LIMIT_MB"
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
 		"$(median "$dir/count.s")" "$(median "$dir/dump.s")" "$(cat "$dir/dump.s" 2>/dev/null | wc -l)" \
 		"$(cat "$dir/vacuum.s" 2>/dev/null || echo -)" "$(cat "$dir/count.s" 2>/dev/null | wc -l)" \
 		"$held_max" "$scan_end" "$ref" "$rd" \
 		"$((($(stat_pce bytes_dropped) - drop0) >> 20))" "$(($(stat_pce folios_added_for_scan) - for0))" \
+		"$(worker_cpu_s "$cpu0")" \
 		| tee -a "$OUT/results.tsv"
 	LAST_TPS=$tps
 }
 
-printf 'cfg\tround\tTPS\tp99_ms\thot_%%\tcount_s(median)\tdump_s(median)/n\tvacuum_s/counts_n\tscan_MB_max\tscan_MB_end\trefaults\tread_MB\tdropped_MB\tfor_scan_folios\n' \
+printf 'cfg\tround\tTPS\tp99_ms\thot_%%\tcount_s(median)\tdump_s(median)/n\tvacuum_s/counts_n\tscan_MB_max\tscan_MB_end\trefaults\tread_MB\tdropped_MB\tfor_scan_folios\tworker_cpu_s\n' \
 	| tee "$OUT/results.tsv"
 for round in $(seq 1 "$ROUNDS"); do
 	if [ $((round % 2)) = 1 ]; then

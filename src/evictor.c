@@ -708,8 +708,8 @@ pce_evictor_run(const PceSettings *settings)
 
 /*
  * The scans' pages a drop leaves: the budget, less the room for what
- * arrives before the next pass beyond one batch (lag), and for the pages
- * no drop can take (young_read_ahead), at most half of the budget.
+ * arrives before the next pass beyond one batch (lag), and for the young
+ * read-ahead kept beyond it (young_read_ahead), at most half of the budget.
  */
 static uint64
 drop_target(uint64 budget_pages)
@@ -811,8 +811,8 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
  * reader at 400 MB/s with a large readahead window read its table a
  * second time in part, t/018); read-ahead a second old is a table that
  * grows while it is scanned, or a position that does not move, which would
- * make "ahead of every reader" endless; what is kept so beyond the target
- * lowers the next drops' target (young_pages, young_read_ahead).  What is kept
+ * make "ahead of every reader" endless; what is kept so beyond the
+ * target lowers the next drops' target (young_pages).  What is kept
  * starts at the cached pages of the extents waiting for a writeback
  * (kept_pages), so that they and the kept ones together stay within the
  * target.
