@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
 		--scan-mb) SCAN_MB=$2; shift ;;
 		--no-throttle) THROTTLE_IOPS=0; THROTTLE_MBPS=0 ;;
 		--read-ahead-kb) READ_AHEAD_KB=$2; shift ;;
-		-h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 		*) die "unknown argument $1 (see --help)" ;;
 	esac
 	shift
