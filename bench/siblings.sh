@@ -147,8 +147,10 @@ stat_pce() { q "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name 
 # CPU time (user + system, clock ticks) of the extension's background
 # worker so far: 0 when it is not running (no extension)
 worker_cpu_ticks() {
-	local pid
-	pid=$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_cache_ext worker'" 2>/dev/null || true)
+	local pid postmaster
+	# (not in pg_stat_activity: the worker connects to no database)
+	postmaster=$(head -1 "$PGDATA/postmaster.pid" 2>/dev/null || true)
+	pid=$(pgrep -P "${postmaster:-0}" -f 'pg_cache_ext worker' 2>/dev/null | head -1 || true)
 	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || { echo 0; return; }
 	# fields 14 and 15 after the command name, which may hold spaces
 	sed 's/^.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }'
