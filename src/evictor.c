@@ -96,10 +96,7 @@
 #define WAITING_KICK_MS		1000
 /* read-ahead beyond the budget is kept this long (being read in, or read next) */
 #define READ_AHEAD_YOUNG_MS	1000
-/*
- * how long the worker's largest lag behind the ring, and the most young
- * read-ahead kept beyond the target, lower its drops' target (RecentPeak)
- */
+/* how long the worker's largest lag behind the ring lowers its drops' target */
 #define LAG_MEMORY_MS		1000
 /* extents looked at for the gauge bytes_held_for_siblings, per round */
 #define HELD_COUNT_MAX_EXTENTS	4096
@@ -139,13 +136,6 @@ typedef struct TrackedFile
 								 * an external tree's (file_index.c) */
 } TrackedFile;
 
-/* The largest page count noted, until a smaller one comes LAG_MEMORY_MS later */
-typedef struct RecentPeak
-{
-	uint64		pages;
-	TimestampTz seen_at;
-} RecentPeak;
-
 static MemoryContext evictor_cxt = NULL;
 static struct ring_buffer *ring = NULL;
 static int	ring_map_fd = -1;
@@ -163,22 +153,13 @@ static uint64 batch_pages = 0;
 /*
  * Scan pages the worker tracked from the ring when it came back to it
  * (what arrived while it was away: asleep, or waiting for a CPU beside a
- * scan at full disk speed).  The drops go that far below the budget, less
+ * scan at full disk speed): the largest pass, until a smaller one comes
+ * LAG_MEMORY_MS after it.  The drops go that far below the budget, less
  * one batch (drop_target), so that what arrives before the next pass finds
  * room within the budget plus one batch rather than above it.
  */
-static RecentPeak lag = {0, 0};
-
-/*
- * Read-ahead kept beyond the target while young (passed_over: dropped, it
- * would be read again).  It is cached all the same, so the next drops'
- * target is lowered by as much, and the pages held for siblings make room
- * for it: with four scanners' 8 MB read-ahead windows, the table otherwise
- * peaked 12 MB above a 128 MB budget (bench/siblings.sh).  (The in-use
- * pages that wait for a retry are left out: counted here too, the target
- * sat at half the budget and the scans took up to 7x their time.)
- */
-static RecentPeak young_read_ahead = {0, 0};
+static uint64 lag_pages = 0;
+static TimestampTz lag_seen_at = 0;
 /* pages tracked in this pass (records of untracked files not counted) */
 static uint64 pass_tracked_pages = 0;
 
@@ -241,10 +222,10 @@ forget_extent(Extent *ext)
  * A waiting extent's pages that are still cached: those cachestat saw
  * (cached_pages), less the kept ones; the pages a drop did remove are
  * gone, and count no more.  Those waiting for a writeback count against
- * the budget (dirty_waiting_pages); those in use do not: they are being
- * read in, or already read again by a sibling whose own record tracks them
- * (counted here too, a sibling re-reading what was dropped left nothing
- * else in the budget, bench/siblings.sh).
+ * the budget (dirty_waiting_pages); those in use do not, like young
+ * read-ahead: they are being read in, or already read again by a sibling
+ * whose own record tracks them (counted here too, a sibling re-reading
+ * what was dropped left nothing else in the budget, bench/siblings.sh).
  */
 static void
 set_cached_unkept(Extent *ext, uint64 cached_pages)
@@ -665,17 +646,17 @@ pce_evictor_fd(void)
 	return ring ? ring_buffer__epoll_fd(ring) : -1;
 }
 
-/* pages is the peak, if the most of late (LAG_MEMORY_MS) */
+/* A pass read pass_pages from the ring: the lag, if the most of late. */
 static void
-note_peak(RecentPeak *peak, uint64 pages)
+note_lag(uint64 pass_pages)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (pages >= peak->pages ||
-		TimestampDifferenceExceeds(peak->seen_at, now, LAG_MEMORY_MS))
+	if (pass_pages >= lag_pages ||
+		TimestampDifferenceExceeds(lag_seen_at, now, LAG_MEMORY_MS))
 	{
-		peak->pages = pages;
-		peak->seen_at = now;
+		lag_pages = pass_pages;
+		lag_seen_at = now;
 	}
 }
 
@@ -699,7 +680,7 @@ pce_evictor_run(const PceSettings *settings)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
-	note_peak(&lag, pass_tracked_pages);
+	note_lag(pass_tracked_pages);
 	/* less than a batch came: the worker has time to look at the directories */
 	if (pass_tracked_pages * page_size < EVICT_BATCH_BYTES)
 		pce_file_index_keep_current();
@@ -708,16 +689,15 @@ pce_evictor_run(const PceSettings *settings)
 
 /*
  * The scans' pages a drop leaves: the budget, less the room for what
- * arrives before the next pass beyond one batch (lag), and for the young
- * read-ahead kept beyond it (young_read_ahead), at most half of the budget.
+ * arrives before the next pass beyond one batch (lag_pages), at most half
+ * of the budget.
  */
 static uint64
 drop_target(uint64 budget_pages)
 {
 	uint64		batch = EVICT_BATCH_BYTES / page_size;
-	uint64		room = lag.pages > batch ? lag.pages - batch : 0;
+	uint64		room = lag_pages > batch ? lag_pages - batch : 0;
 
-	room += young_read_ahead.pages;
 	return budget_pages - Min(room, budget_pages / 2);
 }
 
@@ -735,7 +715,6 @@ typedef struct Keeping
 	uint64		keep_below;		/* held: a reader needs it sooner (soonest_needed) */
 	uint64		target_pages;	/* kept within this (drop_target) */
 	uint64		kept_pages;		/* kept so far, and the pages waiting for a writeback */
-	uint64		young_pages;	/* read-ahead kept beyond the target */
 	TimestampTz now;
 } Keeping;
 
@@ -811,11 +790,9 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
  * reader at 400 MB/s with a large readahead window read its table a
  * second time in part, t/018); read-ahead a second old is a table that
  * grows while it is scanned, or a position that does not move, which would
- * make "ahead of every reader" endless; what is kept so beyond the
- * target lowers the next drops' target (young_pages).  What is kept
- * starts at the cached pages of the extents waiting for a writeback
- * (kept_pages), so that they and the kept ones together stay within the
- * target.
+ * make "ahead of every reader" endless.  What is kept starts at the
+ * cached pages of the extents waiting for a writeback (kept_pages), so
+ * that they and the kept ones together stay within the target.
  */
 static bool
 passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
@@ -831,11 +808,8 @@ passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
 		keeping->kept_pages += pages;
 		return true;
 	}
-	if (use != PCE_PAGES_READ_NEXT ||
-		TimestampDifferenceExceeds(ext->born, keeping->now, READ_AHEAD_YOUNG_MS))
-		return false;
-	keeping->young_pages += pages;
-	return true;
+	return use == PCE_PAGES_READ_NEXT &&
+		!TimestampDifferenceExceeds(ext->born, keeping->now, READ_AHEAD_YOUNG_MS);
 }
 
 /*
@@ -856,7 +830,6 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	/* pages waiting for their writeback are still the scans' pages */
 	keeping.kept_pages = dirty_waiting_pages;
 	keeping.keep_below = 0;
-	keeping.young_pages = 0;
 	keeping.now = GetCurrentTimestamp();
 	batch_pages = 0;
 	/* where the readers are now: what they have read and have yet to read */
@@ -886,7 +859,6 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		}
 		(void) drop_extent(oldest);
 	}
-	note_peak(&young_read_ahead, keeping.young_pages);
 }
 
 /*
