@@ -5,6 +5,8 @@
 # tracker nor posix_fadvise can drop) and in two cgroups made below this
 # process's own memory and blkio cgroups.  cleanup() undoes all of it.
 
+. "$(dirname "${BASH_SOURCE[0]}")/worker.sh"
+
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PGUSER_OS=postgres
 

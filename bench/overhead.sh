@@ -141,12 +141,6 @@ tps_of() { grep -oE 'tps = [0-9.]+' | head -1 | awk '{ print $3 }'; }
 echo "== 2. pgbench -S, 2 clients, ${SECONDS_PER_RUN}s per run, $ROUNDS rounds: loaded vs not loaded"
 : > "$DIR/tps_on"
 : > "$DIR/tps_off"
-# CPU time (clock ticks) of the extension's background worker, if running
-worker_ticks() {
-	local pid
-	pid=$(pgrep -u postgres -f 'pg_cache_ext worker' | head -1)
-	[ -n "$pid" ] && awk '{ print $14 + $15 }' "/proc/$pid/stat" || echo 0
-}
 # the order alternates from round to round (ABBA), so that whatever drifts
 # within a round does not favour one configuration
 order_of() { if [ $(($1 % 2)) -eq 1 ]; then echo "no yes"; else echo "yes no"; fi; }
@@ -154,12 +148,12 @@ worker_total=0
 for r in $(seq "$ROUNDS"); do
 	for cfg in $(order_of "$r"); do
 		with_preload $cfg
-		w0=$(worker_ticks)
+		w0=$(bench_worker_cpu_ticks "$DIR/data")
 		tps=$(runuser -u postgres -- "$PGBIN/pgbench" -h "$DIR" -p "$PORT" -n -S -c 2 -j 2 \
 			-T "$SECONDS_PER_RUN" postgres 2>/dev/null | tps_of)
 		if [ $cfg = yes ]; then
 			echo "$tps" >> "$DIR/tps_on"
-			worker_total=$((worker_total + $(worker_ticks) - w0))
+			worker_total=$((worker_total + $(bench_worker_cpu_ticks "$DIR/data") - w0))
 		else
 			echo "$tps" >> "$DIR/tps_off"
 		fi
@@ -169,8 +163,8 @@ done
 on=$(median < "$DIR/tps_on")
 off=$(median < "$DIR/tps_off")
 tps_pct=$(echo "$on / $off * 100" | bc -l)
-# ticks are 1/100 s
-worker_pct=$(echo "$worker_total / ($ROUNDS * $SECONDS_PER_RUN)" | bc -l)
+# clock ticks, getconf CLK_TCK a second
+worker_pct=$(echo "$worker_total * 100 / $(getconf CLK_TCK) / ($ROUNDS * $SECONDS_PER_RUN)" | bc -l)
 printf '  median: loaded %.0f TPS, not loaded %.0f TPS: %.1f%% (bound: >= 99%%)\n' "$on" "$off" "$tps_pct"
 printf '  the background worker used %.2f%% of one core while pgbench ran\n' "$worker_pct"
 

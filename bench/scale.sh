@@ -151,5 +151,5 @@ BATCH_MB=2
 printf 'peak scan bytes cached = %.1f MB, budget = %d MB, budget + one batch = %d MB: %s\n' \
 	"$(calc "$peak / 1048576")" "$BUDGET_MB" $((BUDGET_MB + BATCH_MB)) \
 	"$(awk "BEGIN { print ($peak <= ($BUDGET_MB + $BATCH_MB) * 1048576) ? \"within\" : \"over\" }")"
-worker=$(pgrep -P "$(head -1 "$DIR/data/postmaster.pid")" -f 'pg_cache_ext worker' | head -1)
-printf 'worker CPU time (whole run): %s\n' "$(ps -o time= -p "$worker" 2>/dev/null || echo '?')"
+printf 'worker CPU time (whole run): %s s\n' \
+	"$(calc "$(bench_worker_cpu_ticks "$DIR/data") / $(getconf CLK_TCK)" 1)"

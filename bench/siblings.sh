@@ -144,21 +144,9 @@ printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_acco
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
 now() { date +%s.%N; }
 stat_pce() { q "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = '$1'), 0)" 2>/dev/null || echo 0; }
-# CPU time (user + system, clock ticks) of the extension's background
-# worker so far: 0 when it is not running (no extension)
-worker_cpu_ticks() {
-	local pid postmaster
-	# (not in pg_stat_activity: the worker connects to no database)
-	postmaster=$(head -1 "$PGDATA/postmaster.pid" 2>/dev/null || true)
-	pid=$(pgrep -P "${postmaster:-0}" -f 'pg_cache_ext worker' 2>/dev/null | head -1 || true)
-	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || { echo 0; return; }
-	# fields 14 and 15 after the command name, which may hold spaces
-	sed 's/^.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }'
-}
-
-# the worker's CPU seconds since $1 (worker_cpu_ticks), or - without a worker
+# the worker's CPU seconds since $1 (bench_worker_cpu_ticks), or - without a worker
 worker_cpu_s() {
-	local now; now=$(worker_cpu_ticks)
+	local now; now=$(bench_worker_cpu_ticks "$PGDATA")
 	[ "$now" != 0 ] || { echo -; return; }
 	awk -v a="$1" -v b="$now" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - (b >= a ? a : 0)) / hz }'
 }
@@ -223,7 +211,7 @@ run_phase() {
 	q "SELECT name, value FROM cache_ext_stats() ORDER BY name" > "$dir/stats-before.txt" 2>/dev/null || true
 	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
-	local cpu0; cpu0=$(worker_cpu_ticks)
+	local cpu0; cpu0=$(bench_worker_cpu_ticks "$PGDATA")
 	t_start=$(date +%s); deadline=$((t_start + DUR))
 	log "window $cfg round $round${rate:+ (OLTP at -R $rate)}: start"
 	local kind delay=0

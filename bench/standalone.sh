@@ -3,6 +3,8 @@
 # scale.sh).  Sourced, not run; each script defines cleanup() (what it
 # undoes) before calling bench_dir_begin.
 
+. "$(dirname "${BASH_SOURCE[0]}")/worker.sh"
+
 # the median of the numbers on standard input, one per line
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
