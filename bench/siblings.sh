@@ -26,8 +26,11 @@
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
 # table, pgbench scale 12 (~180 MB hot set), a 448 MB cgroup, 2 clients,
-# 60 s windows, 2 rounds.  DAMON, where it pages out idle page cache, is
-# paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
+# 60 s windows, 2 rounds.  WINDOWS (default "a b r n s") runs only some
+# of the windows ((r) needs (a)); TRACE_REREAD=1 runs bench/reread.bt over
+# each window with scans (what the scans read twice, and who dropped it in
+# between), into reread.txt in its directory.  DAMON, where it pages out
+# idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
 # machine's virtio disk has 8192 kB; the kernel's default is 128).  Run as
@@ -49,7 +52,7 @@ while [ $# -gt 0 ]; do
 		--scan-mb) SCAN_MB=$2; shift ;;
 		--no-throttle) THROTTLE_IOPS=0; THROTTLE_MBPS=0 ;;
 		--read-ahead-kb) READ_AHEAD_KB=$2; shift ;;
-		-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+		-h|--help) sed -n "2,$(($(grep -n '^set -euo' "$0" | cut -d: -f1) - 1))p" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 		*) die "unknown argument $1 (see --help)" ;;
 	esac
 	shift
@@ -180,6 +183,16 @@ scan_loop() {
 	return 0
 }
 
+# bench/reread.bt on scan_t's segments for the window that starts in 3 s
+trace_reread() {
+	local rel ino1 ino2 worker
+	rel=$PGDATA/$(q "SELECT pg_relation_filepath('scan_t')")
+	ino1=$(stat -c %i "$rel"); ino2=$(stat -c %i "$rel.1" 2>/dev/null || echo 0)
+	worker=$(bench_worker_pid "$PGDATA")
+	BPFTRACE_MAP_KEYS_MAX=2000000 timeout $((DUR + 30)) bpftrace "$HERE/reread.bt" \
+		"$ino1" "$ino2" $((DUR + 3)) "${worker:-0}" > "$1" 2>&1 || true
+}
+
 median() { sort -n "$1" 2>/dev/null | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
 
 set_memory_limit() { echo $(($1 * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"; }
@@ -212,6 +225,8 @@ run_phase() {
 	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
 	local cpu0; cpu0=$(bench_worker_cpu_ticks "$PGDATA")
+	[ "${TRACE_REREAD:-0}" != 1 ] || [ -z "$scans" ] || trace_reread "$dir/reread.txt" & pids="$pids $!"
+	[ "${TRACE_REREAD:-0}" != 1 ] || sleep 3	# bpftrace attaches
 	t_start=$(date +%s); deadline=$((t_start + DUR))
 	log "window $cfg round $round${rate:+ (OLTP at -R $rate)}: start"
 	local kind delay=0
@@ -262,15 +277,18 @@ run_phase() {
 
 printf 'cfg\tround\tTPS\tp99_ms\thot_%%\tcount_s(median)\tdump_s(median)/n\tvacuum_s/counts_n\tscan_MB_max\tscan_MB_end\trefaults\tread_MB\tdropped_MB\tfor_scan_folios\tworker_cpu_s\n' \
 	| tee "$OUT/results.tsv"
+WINDOWS=" ${WINDOWS:-a b r n s} "
+case "$WINDOWS" in *" r "*|*" n "*) [[ "$WINDOWS" == *" a "* ]] || die "WINDOWS: (r) and (n) need (a)" ;; esac
+window() { [[ "$WINDOWS" != *" $1 "* ]] || run_phase "$@"; }
 for round in $(seq 1 "$ROUNDS"); do
 	if [ $((round % 2)) = 1 ]; then
-		run_phase a "$round" ""; A_TPS=$LAST_TPS; run_phase b "$round" ""
+		window a "$round" ""; A_TPS=$LAST_TPS; window b "$round" ""
 	else
-		run_phase b "$round" ""; run_phase a "$round" ""; A_TPS=$LAST_TPS
+		window b "$round" ""; window a "$round" ""; A_TPS=$LAST_TPS
 	fi
-	run_phase r "$round" "$A_TPS"
-	run_phase n "$round" "$A_TPS"
-	run_phase s "$round" ""
+	window r "$round" "$A_TPS"
+	window n "$round" "$A_TPS"
+	window s "$round" ""
 done
 cat > "$OUT/params.env" <<EOF
 rounds=$ROUNDS duration_s=$DUR clients=$CLIENTS scale=$SCALE scan_table_mb=$SCAN_MB
