@@ -22,6 +22,7 @@ OBJS = \
 	src/cachestat.o \
 	src/aio.o \
 	src/sibling.o \
+	src/read_ahead.o \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext

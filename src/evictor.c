@@ -718,6 +718,56 @@ typedef struct Keeping
 	TimestampTz now;
 } Keeping;
 
+/*
+ * Does a reader read ext next?  Pages within two read-ahead windows ahead
+ * of a reader that is reading (read_ahead.c, pce_sibling_reads_soon), or
+ * beyond where any reader got (the front reader's read-ahead), while young.  Pages being read in right now cannot
+ * be dropped (the drop would only wait for them: still_in_use), and
+ * read-ahead dropped before its reader got to it is read again, and the
+ * reader's next read-ahead starts small: with 8 MB read-ahead, four
+ * scanners beside VACUUM's pages waiting for their writeback brought 28%
+ * of their pages in a second time themselves, in 8.5 times as many folios
+ * (bench/siblings.sh, TRACE_REREAD=1).  The distance counts, not only
+ * "beyond where any reader got": once scans loop or wrap, some reader got
+ * everywhere, and a reader's read-ahead is no longer the front reader's.
+ * Pages a second old are a table that grows while it is scanned, or a
+ * position that does not move, which would make "ahead of a reader"
+ * endless.
+ */
+static bool
+read_next(const Extent *ext, PceScanPagesUse use, TimestampTz now)
+{
+	if (use == PCE_PAGES_DONE ||
+		TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
+		return false;
+	return use == PCE_PAGES_READ_NEXT ||
+		pce_sibling_reads_soon(&ext->file, ext->start, ext->npages,
+							   pce_read_ahead_reach_pages(&ext->file, page_size));
+}
+
+/* The pages a reader reads next (read_next): of the newest extents, the young */
+static uint64
+read_next_pages(TimestampTz now)
+{
+	uint64		pages = 0;
+	int			looked_at = 0;
+	dlist_iter	iter;
+
+	dlist_reverse_foreach(iter, &extents)
+	{
+		Extent	   *ext = dlist_container(Extent, node, iter.cur);
+		PceScanPagesUse use;
+
+		if (looked_at++ >= RANKED_LOOK_MAX ||
+			TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
+			break;
+		use = pce_sibling_use(&ext->file, ext->start, ext->npages, NULL);
+		if (read_next(ext, use, now))
+			pages += ext->npages - ext->nkept;
+	}
+	return pages;
+}
+
 typedef struct NextUse
 {
 	uint64		pages_away;		/* pages a reader reads before it needs them */
@@ -739,9 +789,9 @@ next_use_cmp(const void *a, const void *b)
  * (a VACUUM beside two count(*)) filled the target, and the pages between
  * a synchronized scan and the one just behind it were dropped and read
  * again.  Returns the distance (pages_away) below which the extents held
- * for a sibling fit in room_pages; with one reader, no limit.  (The
- * front reader's read-ahead is not ranked: it is the newest, and has the
- * room the held pages leave, or its youth.)
+ * for a sibling fit in room_pages; with one reader, no limit.  (What a
+ * reader reads next is not ranked: it has its room before the held pages,
+ * read_next_pages.)
  */
 static uint64
 soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
@@ -763,8 +813,9 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
 		if (too_old(ext, settings, now))
 			continue;			/* dropped whatever a reader needs */
 		if (pce_sibling_use(&ext->file, ext->start, ext->npages,
-							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING)
-			continue;
+							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING ||
+			read_next(ext, PCE_PAGES_FOR_SIBLING, now))
+			continue;			/* (what a reader reads next is counted apart) */
 		uses[n++].pages = ext->npages - ext->nkept;
 	}
 	qsort(uses, n, sizeof(NextUse), next_use_cmp);
@@ -778,21 +829,16 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
 }
 
 /*
- * Pass over ext rather than drop it?  Pages a live reader of its relation
- * has yet to read (sibling.c) are kept within the target: pages held for a
- * sibling that has yet to read what another read (with two readers or
- * more, those needed soonest: soonest_needed; else the oldest, which a
- * reader far behind needs first), and the front reader's own read-ahead,
- * which it reads next.  Beyond the target, read-ahead is still kept while
- * young: pages being read in right now cannot be dropped (the drop would
- * only wait for them: still_in_use), and read-ahead dropped before its
- * reader got to it is read again (held to the budget and one batch, a
- * reader at 400 MB/s with a large readahead window read its table a
- * second time in part, t/018); read-ahead a second old is a table that
- * grows while it is scanned, or a position that does not move, which would
- * make "ahead of every reader" endless.  What is kept starts at the
- * cached pages of the extents waiting for a writeback (kept_pages), so
- * that they and the kept ones together stay within the target.
+ * Pass over ext rather than drop it?  What a reader reads next is kept
+ * first (read_next), and is counted in the target before anything else
+ * (drop_over_budget), so that the pages held for siblings make room for it.
+ * Within what is left of the target, pages a live reader of its relation
+ * has yet to read (sibling.c): pages held for a sibling that has yet to
+ * read what another read (with two readers or more, those needed soonest:
+ * soonest_needed; else the oldest, which a reader far behind needs first),
+ * and the front reader's older read-ahead.  What is kept starts at the
+ * cached pages of the extents waiting for a writeback (kept_pages), so that
+ * they and the kept ones together stay within the target.
  */
 static bool
 passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
@@ -800,6 +846,8 @@ passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
 {
 	uint64		pages = ext->npages - ext->nkept;
 
+	if (read_next(ext, use, keeping->now))
+		return true;			/* in kept_pages already */
 	if (use == PCE_PAGES_DONE)
 		return false;
 	if ((use == PCE_PAGES_READ_NEXT || pages_away < keeping->keep_below) &&
@@ -808,15 +856,15 @@ passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
 		keeping->kept_pages += pages;
 		return true;
 	}
-	return use == PCE_PAGES_READ_NEXT &&
-		!TimestampDifferenceExceeds(ext->born, keeping->now, READ_AHEAD_YOUNG_MS);
+	return false;
 }
 
 /*
  * Drop the oldest extents until within the settings' budget and age.  The
  * budget holds every scan page: extents no live reader needs any more go
  * first (they are the oldest), and of those a reader still needs, all but
- * what the target keeps for the readers (passed_over).
+ * what the target keeps for the readers (passed_over): what they read next
+ * first, then what they need soonest.
  */
 static void
 drop_over_budget(const PceSettings *settings, bool positions_fresh)
@@ -846,8 +894,9 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 			break;
 		if (!ranked)
 		{
+			keeping.kept_pages += read_next_pages(keeping.now);
 			keeping.keep_below =
-				soonest_needed(keeping.target_pages - Min(dirty_waiting_pages, keeping.target_pages),
+				soonest_needed(keeping.target_pages - Min(keeping.kept_pages, keeping.target_pages),
 							   settings, keeping.now);
 			ranked = true;
 		}

@@ -23,6 +23,8 @@
  *					I/O, so that reads are attributed to the process they are for
  *	sibling.c		sibling scanners: scan pages kept until every live marked
  *					reader of the same relation has passed them
+ *	read_ahead.c	the disks' read-ahead, which the evictor leaves to the
+ *					readers
  *
  *-------------------------------------------------------------------------
  */
@@ -274,6 +276,11 @@ typedef enum PceScanPagesUse
 extern PceScanPagesUse pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages,
 									   uint64 *pages_away);
 extern int	pce_sibling_readers(void);
+extern bool pce_sibling_reads_soon(const PceFileKey *file, uint64 start, uint32 npages,
+								   uint64 reach_pages);
+
+/* read_ahead.c: how far ahead of a sequential reader the kernel reads */
+extern uint64 pce_read_ahead_reach_pages(const PceFileKey *file, long page_size);
 
 /* evictor.c */
 extern bool pce_evictor_start(void);

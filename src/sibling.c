@@ -57,6 +57,11 @@
 
 #include "pg_cache_ext_int.h"
 
+/*
+ * a reader that read within this time is reading: the pages just ahead of
+ * it are its read-ahead (pce_sibling_reads_soon)
+ */
+#define READING_MS				1000
 /* readers followed at once (more are ignored: their pages are not held) */
 #define MAX_READERS				128
 /*
@@ -76,6 +81,7 @@ typedef struct ReaderPlace
 	uint64		pos;			/* last page read, in the relation fork */
 	uint64		first;			/* where this statement started reading it */
 	uint64		used;			/* refresh count when last updated (0: free) */
+	uint64		read_ns;		/* when it last read there (CLOCK_MONOTONIC) */
 } ReaderPlace;
 
 #define PLACES_PER_READER		4
@@ -114,6 +120,7 @@ static int	nreaders = 0;
 static int	positions_fd = -1;
 static uint64 positions_generation = 0;
 static uint64 refreshes = 0;
+static uint64 refreshed_ns = 0;		/* when, CLOCK_MONOTONIC */
 
 /* The place of r in relation fork rel: its own, else a free one, else the oldest. */
 static ReaderPlace *
@@ -268,6 +275,7 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	}
 	place->pos = page;
 	place->used = refreshes;
+	place->read_ns = pos.updated_ns;
 	note_reach(&rel, page, place->pos < place->first);
 	r->seen = true;
 	return true;
@@ -295,6 +303,7 @@ pce_sibling_refresh(void)
 	{
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		now_ns = (uint64) ts.tv_sec * 1000000000 + ts.tv_nsec;
+		refreshed_ns = now_ns;
 		/*
 		 * A removal sends the walk back to the start (from prev, or from
 		 * the first key when prev was removed meanwhile): bounded, so that
@@ -398,6 +407,38 @@ pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pag
 	if (!needed)
 		return PCE_PAGES_DONE;
 	return reached(&rel, from + npages - 1) ? PCE_PAGES_FOR_SIBLING : PCE_PAGES_READ_NEXT;
+}
+
+/*
+ * Are pages start .. start + npages - 1 of file within reach_pages ahead of
+ * a reader that is reading (it read within READING_MS of the latest
+ * refresh)?  Then they are its read-ahead, or a sibling's pages it gets to
+ * in a moment.  A reader that stopped (a cursor, a client that waits) has
+ * nothing in flight.
+ */
+bool
+pce_sibling_reads_soon(const PceFileKey *file, uint64 start, uint32 npages,
+					   uint64 reach_pages)
+{
+	PceRelationFile rel;
+	uint64		from;
+
+	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
+		return false;
+	from = rel.segno * pages_per_segment() + start;
+	rel.segno = 0;
+	for (int i = 0; i < nreaders; i++)
+		for (int k = 0; k < PLACES_PER_READER; k++)
+		{
+			const ReaderPlace *p = &readers[i].places[k];
+
+			if (p->used != 0 && same_relation(&p->rel, &rel) &&
+				refreshed_ns - Min(p->read_ns, refreshed_ns) < (uint64) READING_MS * 1000000 &&
+				place_needs(p, from, from + npages) &&
+				place_distance(p, &rel, from) <= reach_pages)
+				return true;
+		}
+	return false;
 }
 
 /* Live readers followed now (the evictor ranks what they need only for two or more). */

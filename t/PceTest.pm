@@ -15,7 +15,7 @@ use Time::HiRes qw(usleep time);
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
   relation_cached_fraction relation_cached_mb worker_settled tracker_counts
-  pause_damon resume_damon);
+  pause_damon resume_damon read_ahead_mb);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -230,6 +230,26 @@ sub relation_cached_mb
 	my ($node, $rel) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
+}
+
+# The read-ahead (MB) of the disk $path is on: its read_ahead_kb in sysfs
+# (a partition's is its disk's); the kernel's default, 128 kB, where sysfs
+# has none (an overlay, btrfs).  A sequential reader has up to two such
+# windows ahead of it, which the evictor counts first in the budget.
+sub read_ahead_mb
+{
+	my ($path) = @_;
+	my $dev = (stat $path)[0] // 0;
+	my $major = (($dev >> 8) & 0xfff) | (($dev >> 32) & ~0xfff);
+	my $minor = ($dev & 0xff) | (($dev >> 12) & ~0xff);
+	for my $queue ("/sys/dev/block/$major:$minor/queue", "/sys/dev/block/$major:$minor/../queue")
+	{
+		open my $f, '<', "$queue/read_ahead_kb" or next;
+		my $kb = <$f>;
+		close $f;
+		return $kb / 1024 if defined $kb && $kb =~ /^\d+$/;
+	}
+	return 128 / 1024;
 }
 
 # The tracker's counts the worker's progress is judged by: folios sent
