@@ -371,6 +371,22 @@ place_distance(const ReaderPlace *p, const PceRelationFile *rel, uint64 from)
 }
 
 /*
+ * Page start of file as a page of its relation fork (*rel, segment 0) that
+ * readers are followed in: *from.  False if none is, or file is not a
+ * relation file.
+ */
+static bool
+followed_relation_page(const PceFileKey *file, uint64 start, PceRelationFile *rel,
+					   uint64 *from)
+{
+	if (nreaders == 0 || !pce_file_index_relation(file, rel))
+		return false;
+	*from = rel->segno * pages_per_segment() + start;
+	rel->segno = 0;
+	return true;
+}
+
+/*
  * What are the pages start .. start + npages - 1 of file to the live
  * marked readers of its relation fork: read by all that will read them
  * (done), yet to be read by one and read by another (for a sibling), or
@@ -388,10 +404,8 @@ pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pag
 
 	if (pages_away)
 		*pages_away = PG_UINT64_MAX;
-	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
+	if (!followed_relation_page(file, start, &rel, &from))
 		return PCE_PAGES_DONE;
-	from = rel.segno * pages_per_segment() + start;
-	rel.segno = 0;
 	for (int i = 0; i < nreaders; i++)
 		for (int k = 0; k < PLACES_PER_READER; k++)
 		{
@@ -423,10 +437,8 @@ pce_sibling_reads_soon(const PceFileKey *file, uint64 start, uint32 npages,
 	PceRelationFile rel;
 	uint64		from;
 
-	if (nreaders == 0 || !pce_file_index_relation(file, &rel))
+	if (!followed_relation_page(file, start, &rel, &from))
 		return false;
-	from = rel.segno * pages_per_segment() + start;
-	rel.segno = 0;
 	for (int i = 0; i < nreaders; i++)
 		for (int k = 0; k < PLACES_PER_READER; k++)
 		{
