@@ -30,8 +30,9 @@
  *
  * An extent that another live marked reader of the same relation has yet
  * to read (a synchronized scan behind this one, pg_dump's COPY behind a
- * count(*)) is passed over and kept within the budget, and so are the
- * pages a scan's read-ahead brought in ahead of it: sibling.c.
+ * count(*)) is passed over and kept within the budget (sibling.c), after
+ * what a reader reads next: the young pages just ahead of a reader that is
+ * reading, its read-ahead (read_next).
  * Pages a helper writes back into a file a live scan reads (the
  * checkpointer writing what the scan dirtied) reach here as the scan's
  * records too (tracker.bpf.c, folios_added_for_scan).
@@ -94,7 +95,7 @@
 #define WAITING_MAX_MS		60000
 /* a waiting extent dirty again but not under writeback: start it again after */
 #define WAITING_KICK_MS		1000
-/* read-ahead beyond the budget is kept this long (being read in, or read next) */
+/* what a reader reads next is kept first this long (read_next) */
 #define READ_AHEAD_YOUNG_MS	1000
 /* how long the worker's largest lag behind the ring lowers its drops' target */
 #define LAG_MEMORY_MS		1000
@@ -122,6 +123,7 @@ typedef struct Extent
 	TimestampTz waiting_since;	/* when a drop first met its dirty or in-use pages */
 	bool		for_writeback;	/* waits for dirty pages (else: for in-use ones) */
 	TimestampTz kicked_at;		/* when we last started their writeback */
+	uint64		read_next_pass;	/* the drop that counted it as read next */
 } Extent;
 
 /*
@@ -150,6 +152,8 @@ static uint64 waiting_extents = 0;	/* of them, in the waiting list */
 static long page_size = 4096;
 /* pages recorded since the last drop, in this batch */
 static uint64 batch_pages = 0;
+/* drops over the budget so far (Extent.read_next_pass) */
+static uint64 drop_passes = 0;
 /*
  * Scan pages the worker tracked from the ring when it came back to it
  * (what arrived while it was away: asleep, or waiting for a CPU beside a
@@ -745,7 +749,11 @@ read_next(const Extent *ext, PceScanPagesUse use, TimestampTz now)
 							   pce_read_ahead_reach_pages(&ext->file, page_size));
 }
 
-/* The pages a reader reads next (read_next): of the newest extents, the young */
+/*
+ * The pages a reader reads next (read_next), of the newest extents, the
+ * young; each one counted is marked with this drop's pass (passed_over
+ * counts the others it keeps).
+ */
 static uint64
 read_next_pages(TimestampTz now)
 {
@@ -753,6 +761,8 @@ read_next_pages(TimestampTz now)
 	int			looked_at = 0;
 	dlist_iter	iter;
 
+	if (pce_sibling_readers() == 0)
+		return 0;
 	dlist_reverse_foreach(iter, &extents)
 	{
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
@@ -763,7 +773,10 @@ read_next_pages(TimestampTz now)
 			break;
 		use = pce_sibling_use(&ext->file, ext->start, ext->npages, NULL);
 		if (read_next(ext, use, now))
+		{
 			pages += ext->npages - ext->nkept;
+			ext->read_next_pass = drop_passes;
+		}
 	}
 	return pages;
 }
@@ -847,7 +860,12 @@ passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
 	uint64		pages = ext->npages - ext->nkept;
 
 	if (read_next(ext, use, keeping->now))
-		return true;			/* in kept_pages already */
+	{
+		/* counted by read_next_pages, unless beyond the extents it looked at */
+		if (ext->read_next_pass != drop_passes)
+			keeping->kept_pages += pages;
+		return true;
+	}
 	if (use == PCE_PAGES_DONE)
 		return false;
 	if ((use == PCE_PAGES_READ_NEXT || pages_away < keeping->keep_below) &&
@@ -880,6 +898,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	keeping.keep_below = 0;
 	keeping.now = GetCurrentTimestamp();
 	batch_pages = 0;
+	drop_passes++;
 	/* where the readers are now: what they have read and have yet to read */
 	if (!positions_fresh && tracked_pages + dirty_waiting_pages > keeping.target_pages)
 		pce_sibling_refresh();

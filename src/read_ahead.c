@@ -11,12 +11,16 @@
  * an md or LVM stripe, has several MB.  Pages dropped within that distance
  * of their reader are read again, and the reader's next read-ahead starts
  * small again (small folios: more records for the worker), so the evictor
- * keeps young pages within it (evictor.c, passed_over).
+ * keeps the young pages within it first (evictor.c, read_next).
  *
  * The value is read from sysfs for the file's device (a partition's is its
  * disk's), and read again every READ_AHEAD_REREAD_MS: an administrator may
- * change it on a live server.  A device sysfs does not describe (an
- * overlay or btrfs anonymous device) is taken to have the kernel's default.
+ * change it on a live server (the kernel copies it into a file when the
+ * file is opened, so files a backend already has open keep the old one for
+ * a while).  A device sysfs does not describe (an overlay, a btrfs
+ * anonymous device, NFS) is taken to have the kernel's default, though
+ * btrfs reads at least 4 MB ahead: there the evictor keeps less of a
+ * reader's read-ahead first than it could.
  *
  *-------------------------------------------------------------------------
  */

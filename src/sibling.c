@@ -44,7 +44,10 @@
  * oldest), then those it does not keep.  The budget holds all of them:
  * the memory scans share is the memory the administrator gives them.
  * Once a reader wrapped, or for pages before where a reader started, all
- * counts as reached: such read-ahead is kept as a sibling's.
+ * counts as reached: such pages are a sibling's, but the young ones just
+ * ahead of a reader that is reading are its read-ahead all the same, and
+ * the evictor keeps them first (pce_sibling_reads_soon, evictor.c's
+ * read_next).
  *
  *-------------------------------------------------------------------------
  */

@@ -17,9 +17,9 @@ use Time::HiRes qw(usleep time);
 use PceTest;
 
 # The leader's read-ahead (two windows of the disk's read_ahead_kb) is
-# counted first in the budget, and the drops' target is at least half the
-# budget (less when the worker lags): at least $held_room_mb are left beside
-# the read-ahead for the follower.
+# counted first in the budget, and the drops' target is between half the
+# budget and the budget (lower while the worker lags): at least
+# $held_room_mb are left beside the read-ahead for the follower.
 my $read_ahead_reach_mb = 2 * read_ahead_mb($PostgreSQL::Test::Utils::tmp_check);
 my $held_room_mb = 8;
 my $budget_mb = 2 * ($held_room_mb + int($read_ahead_reach_mb + 0.999));
@@ -150,8 +150,8 @@ sub follower_behind_leader
 	$leader->query_until(qr/started/, "\\echo started\nSELECT count(*) FROM $table;\n\\echo done\n");
 	# the table's page cache, and of it the pages waiting for their
 	# writeback (which no drop can remove): the budget holds both, and when
-	# more wait than the budget, nothing else is kept but the leader's
-	# read-ahead (dropped, it would be read again)
+	# they and the leader's read-ahead (dropped, it would be read again)
+	# fill it, nothing else is kept
 	my ($peak, $peak_waiting, $peak_over) = (0, 0, 0);
 	my @read_so_far;	# [seconds, MB the leader has brought in: cached + dropped]
 	my $dropped0 = stat_value($node, 'bytes_dropped');
@@ -160,7 +160,7 @@ sub follower_behind_leader
 	{
 		my $c = cached_mb($table);
 		my $w = stat_value($node, 'bytes_waiting') / $mb;
-		my $over = $c - ($w > $budget_mb ? $w + $read_ahead_reach_mb : $budget_mb);
+		my $over = $c - ($w + $read_ahead_reach_mb > $budget_mb ? $w + $read_ahead_reach_mb : $budget_mb);
 		$peak = $c if $c > $peak;
 		$peak_waiting = $w if $w > $peak_waiting;
 		$peak_over = $over if $over > $peak_over;
@@ -184,7 +184,7 @@ sub follower_behind_leader
 	my $batch_mb = peak_rate_mb_s(\@read_so_far, $size / $mb / ($scan_s > 0.1 ? $scan_s : 0.1)) * 0.1 + 1;
 	cmp_ok($peak_over, '<=', $batch_mb,
 		sprintf('%s: the table never held more than one batch over the budget, or over what waited '
-			  . 'and the read-ahead when more waited (%.1f MB over, %.1f MB batch; peak %.1f MB)',
+			  . 'and the leader\'s read-ahead when those filled it (%.1f MB over, %.1f MB batch; peak %.1f MB)',
 			$table, $peak_over, $batch_mb, $peak));
 	cmp_ok($peak, '<=', $budget_mb + $batch_mb,
 		sprintf('%s: the table never held more than budget + one batch (%.1f MB <= %.1f MB)',

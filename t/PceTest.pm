@@ -241,7 +241,7 @@ sub read_ahead_mb
 	my ($path) = @_;
 	my $dev = (stat $path)[0] // 0;
 	my $major = (($dev >> 8) & 0xfff) | (($dev >> 32) & ~0xfff);
-	my $minor = ($dev & 0xff) | (($dev >> 12) & ~0xff);
+	my $minor = ($dev & 0xff) | (($dev >> 12) & 0xffffff00);
 	for my $queue ("/sys/dev/block/$major:$minor/queue", "/sys/dev/block/$major:$minor/../queue")
 	{
 		open my $f, '<', "$queue/read_ahead_kb" or next;
