@@ -160,6 +160,27 @@ gauges_mb() {
 	   WHERE name IN ('bytes_tracked', 'bytes_waiting', 'bytes_held_for_siblings')" 2>/dev/null || echo "- - -"
 }
 cached_mb() { q "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
+# the disk's reads and writes so far (MB, whole disk), the cgroup's dirty and
+# under-writeback page cache (MB): held.dat's columns 6-9
+io_mb() {
+	awk '{ printf "%.0f %.0f ", $3 / 2048, $7 / 2048 }' "/sys/class/block/$DISK_NAME/stat"
+	awk '$1 == "total_dirty" { d = $2 } $1 == "total_writeback" { w = $2 }
+	     END { printf "%.1f %.1f\n", d / 1048576, w / 1048576 }' "$MEMCG/memory.stat"
+}
+
+# What the VACUUM of the window read, each second while it runs (MB): all it
+# read (rchar) and what of it came from the disk (read_bytes), so the
+# pages it found cached for it are the difference.
+vacuum_reads() {
+	local deadline=$1 pid=""
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		[ -n "$pid" ] || pid=$(q "SELECT pid FROM pg_stat_activity WHERE query ~* '^VACUUM scan_t'" 2>/dev/null || true)
+		[ -z "$pid" ] || [ -r "/proc/$pid/io" ] || break
+		[ -z "$pid" ] || awk '$1 == "rchar:" { r = $2 } $1 == "read_bytes:" { d = $2 }
+			END { printf "%.0f %.0f\n", r / 1048576, d / 1048576 }' "/proc/$pid/io" 2>/dev/null || true
+		sleep 1
+	done
+}
 
 # A loop of one kind of scan until $3 (epoch s): each completed scan's
 # duration (s) on a line of $2.
@@ -235,8 +256,9 @@ run_phase() {
 		delay=$((delay + 1))
 	done
 	( while [ "$(date +%s)" -lt "$deadline" ]; do
-		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb)"; sleep 1
+		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb) $(io_mb)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
+	( vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!"
 	BG_PIDS=$pids
 	if [ "$oltp" = 1 ]; then
 		( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \

@@ -725,8 +725,8 @@ typedef struct Keeping
 /*
  * Does a reader read ext next?  Pages within two read-ahead windows ahead
  * of a reader that is reading (read_ahead.c, pce_sibling_reads_soon), or
- * beyond where any reader got (the front reader's read-ahead), while young.  Pages being read in right now cannot
- * be dropped (the drop would only wait for them: still_in_use), and
+ * beyond where any reader got (the front reader's read-ahead), while
+ * young.  Pages being read in right now cannot be dropped (the drop would only wait for them: still_in_use), and
  * read-ahead dropped before its reader got to it is read again, and the
  * reader's next read-ahead starts small: with 8 MB read-ahead, four
  * scanners beside VACUUM's pages waiting for their writeback brought 28%
@@ -750,15 +750,16 @@ read_next(const Extent *ext, PceScanPagesUse use, TimestampTz now)
 }
 
 /*
- * The pages a reader reads next (read_next), of the newest extents, the
- * young; each one counted is marked with this drop's pass (passed_over
- * counts the others it keeps).
+ * The pages a reader reads next (read_next): the young extents, newest
+ * first (the list is in arrival order), each marked with this drop's pass
+ * (is_read_next), so that the ranking and the drop ask the mark.  All of
+ * them are looked at: they are the records of the last second, which the
+ * worker has just coalesced anyway.
  */
 static uint64
 read_next_pages(TimestampTz now)
 {
 	uint64		pages = 0;
-	int			looked_at = 0;
 	dlist_iter	iter;
 
 	if (pce_sibling_readers() == 0)
@@ -768,8 +769,7 @@ read_next_pages(TimestampTz now)
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
 		PceScanPagesUse use;
 
-		if (looked_at++ >= RANKED_LOOK_MAX ||
-			TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
+		if (TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
 			break;
 		use = pce_sibling_use(&ext->file, ext->start, ext->npages, NULL);
 		if (read_next(ext, use, now))
@@ -779,6 +779,13 @@ read_next_pages(TimestampTz now)
 		}
 	}
 	return pages;
+}
+
+/* Counted by this drop's read_next_pages? */
+static inline bool
+is_read_next(const Extent *ext)
+{
+	return ext->read_next_pass == drop_passes;
 }
 
 typedef struct NextUse
@@ -825,9 +832,9 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
 			break;
 		if (too_old(ext, settings, now))
 			continue;			/* dropped whatever a reader needs */
-		if (pce_sibling_use(&ext->file, ext->start, ext->npages,
-							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING ||
-			read_next(ext, PCE_PAGES_FOR_SIBLING, now))
+		if (is_read_next(ext) ||
+			pce_sibling_use(&ext->file, ext->start, ext->npages,
+							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING)
 			continue;			/* (what a reader reads next is counted apart) */
 		uses[n++].pages = ext->npages - ext->nkept;
 	}
@@ -859,13 +866,8 @@ passed_over(const Extent *ext, PceScanPagesUse use, uint64 pages_away,
 {
 	uint64		pages = ext->npages - ext->nkept;
 
-	if (read_next(ext, use, keeping->now))
-	{
-		/* counted by read_next_pages, unless beyond the extents it looked at */
-		if (ext->read_next_pass != drop_passes)
-			keeping->kept_pages += pages;
-		return true;
-	}
+	if (is_read_next(ext))
+		return true;			/* counted by read_next_pages */
 	if (use == PCE_PAGES_DONE)
 		return false;
 	if ((use == PCE_PAGES_READ_NEXT || pages_away < keeping->keep_below) &&

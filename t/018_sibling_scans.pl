@@ -45,22 +45,6 @@ note(sprintf('budget %d MB: %d MB of room to hold beside %.1f MB of read-ahead (
 
 sub cached_mb { return relation_cached_mb($node, @_); }
 
-# bytes the follower's process, and the I/O workers of 18+ that may read
-# for it, made the kernel read from storage (readahead included), from
-# /proc/<pid>/io read by the follower's backend itself
-sub disk_read_bytes
-{
-	my ($session, @pids) = @_;
-	my $sum = 0;
-	for my $pid ('self', @pids)
-	{
-		my $io = $session->query_safe("SELECT pg_read_file('/proc/$pid/io')");
-		die "no read_bytes in /proc/$pid/io: $io" unless $io =~ /^read_bytes:\s+(\d+)/m;
-		$sum += $1;
-	}
-	return $sum;
-}
-
 sub stats_line
 {
 	return $node->safe_psql('postgres',
@@ -100,11 +84,9 @@ sub follower_reads_held
 		sprintf('%s: pages the follower has yet to read are held for it, in the budget (%.1f MB)',
 			$table, $held / $mb));
 	my $move_mb = 0.75 * ($held / $mb > $held_room_mb / 2 ? $held / $mb : $held_room_mb / 2);
-	my @io_workers = split /\n/, $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
-	my $read_before = disk_read_bytes($follower, @io_workers);
+	my $read_before = disk_read_bytes($node, $follower);
 	$follower->query_safe(sprintf('MOVE FORWARD %d IN c', int($move_mb * $rows_per_mb)));
-	my $reread_mb = (disk_read_bytes($follower, @io_workers) - $read_before) / $mb;
+	my $reread_mb = (disk_read_bytes($node, $follower) - $read_before) / $mb;
 	cmp_ok($reread_mb, '<=', $move_mb / 4,
 		sprintf('%s: the follower read what the leader brought in from the cache (%.1f MB of %.1f MB from disk)',
 			$table, $reread_mb, $move_mb));

@@ -15,7 +15,7 @@ use Time::HiRes qw(usleep time);
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
   relation_cached_fraction relation_cached_mb worker_settled tracker_counts
-  pause_damon resume_damon read_ahead_mb);
+  pause_damon resume_damon read_ahead_mb disk_read_bytes);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -250,6 +250,24 @@ sub read_ahead_mb
 		return $kb / 1024 if defined $kb && $kb =~ /^\d+$/;
 	}
 	return 128 / 1024;
+}
+
+# Bytes a session's backend, and the I/O workers of 18+ that may read for
+# it, made the kernel read from storage (readahead included): read_bytes of
+# /proc/<pid>/io, read by the backend itself.
+sub disk_read_bytes
+{
+	my ($node, $session) = @_;
+	my @io_workers = split /\n/, $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
+	my $sum = 0;
+	for my $pid ('self', @io_workers)
+	{
+		my $io = $session->query_safe("SELECT pg_read_file('/proc/$pid/io')");
+		die "no read_bytes in /proc/$pid/io: $io" unless $io =~ /^read_bytes:\s+(\d+)/m;
+		$sum += $1;
+	}
+	return $sum;
 }
 
 # The tracker's counts the worker's progress is judged by: folios sent

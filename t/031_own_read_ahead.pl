@@ -1,0 +1,76 @@
+# 031_own_read_ahead.pl
+#	A scanner's own read-ahead is not dropped before it reads it (the
+#	evictor's read_next, stock mechanism).  With a budget smaller than the
+#	read-ahead the disk gives a sequential reader, the pages just ahead of
+#	a count(*) are over the budget as soon as they come in; dropped then,
+#	the scan reads them from disk a second time (and the kernel restarts
+#	its read-ahead small).  What a reader reads next is kept first, beyond
+#	the budget if it must be: the scan reads each page from disk once, and
+#	the table is back within the budget once it is done.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PceTest;
+
+my $mb = 1024 * 1024;
+my $budget_mb = 1;    # the smallest pg_cache_ext.scan_budget
+
+# positions come from the read tracepoint (Linux 6.10+)
+open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or plan skip_all => 'no kernel BTF';
+my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
+close $btf;
+plan skip_all => 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
+  unless $has_read_tp;
+# Two windows of read-ahead ahead of the reader must be well over the
+# budget (the drops' target is half of it to all of it).
+my $read_ahead_mb = read_ahead_mb($PostgreSQL::Test::Utils::tmp_check);
+plan skip_all => sprintf('the disk reads %.0f kB ahead: two windows fit in the smallest budget '
+	  . '(%d MB), so no read-ahead is over it here', $read_ahead_mb * 1024, $budget_mb)
+  if 2 * $read_ahead_mb < 4 * $budget_mb;
+
+my ($node) = stock_node('own_read_ahead',
+	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'autovacuum' => 'off',
+	'synchronize_seqscans' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+pause_damon();    # it would page out what the scan read ahead (PceTest.pm)
+
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE t AS SELECT g, repeat('r', 400) AS pad FROM generate_series(1, 400000) g;
+	VACUUM FREEZE t;
+	CHECKPOINT;
+});
+my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('t')");
+note(sprintf('table %.0f MB, budget %d MB, the disk reads %.1f MB ahead', $size / $mb, $budget_mb,
+	$read_ahead_mb));
+root('drop-caches');
+
+my $scan = $node->background_psql('postgres', on_error_stop => 0);
+$scan->query_safe('SET pg_cache_ext.scan = on');
+my $before = tracker_counts($node);
+my $dropped = stat_value($node, 'bytes_dropped');
+my $read_before = disk_read_bytes($node, $scan);
+$scan->query_safe('SELECT count(*) FROM t');
+my $read_mb = (disk_read_bytes($node, $scan) - $read_before) / $mb;
+$scan->quit;
+ok(worker_settled($node, $budget_mb, 20, $before), 'the worker caught up with the scan');
+my $dropped_mb = (stat_value($node, 'bytes_dropped') - $dropped) / $mb;
+note(sprintf('the scan read %.1f MB from disk; %.1f MB dropped meanwhile', $read_mb, $dropped_mb));
+
+# the drops did run: the table is many budgets
+cmp_ok($dropped_mb, '>=', $size / $mb / 2,
+	sprintf('the evictor dropped the scan\'s pages as it went (%.0f MB)', $dropped_mb));
+# Once, and its last read-ahead beyond the table's end at most (a drop of
+# the read-ahead read it again: 4.6x here without read_next).
+cmp_ok($read_mb, '<=', $size / $mb * 1.05 + 2 * $read_ahead_mb,
+	sprintf('the scan read each page from disk once (%.1f MB for a %.1f MB table)', $read_mb,
+		$size / $mb));
+ok(wait_until(sub { relation_cached_mb($node, 't') <= $budget_mb + 0.5 }, 10),
+	sprintf('the table is back within the budget after the scan (%.1f MB)',
+		relation_cached_mb($node, 't')));
+
+done_testing();
