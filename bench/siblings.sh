@@ -21,7 +21,10 @@
 # VACUUM; scans cut by the end of the window are not counted), the bytes
 # the scanned table holds in the page cache sampled every second vs the
 # budget, file refaults and bytes read, TPS, p99, hot set cached, and the
-# CPU time the extension's background worker used in the window.
+# CPU time the extension's background worker used in the window; per
+# second (held.dat) the table's cache, the evictor's gauges, the disk's
+# reads and writes and the cgroup's dirty pages, and what the VACUUM read
+# from the cache and from disk (vacuum-io.dat).
 #
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB

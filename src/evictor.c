@@ -158,9 +158,10 @@ static uint64 drop_passes = 0;
  * Scan pages the worker tracked from the ring when it came back to it
  * (what arrived while it was away: asleep, or waiting for a CPU beside a
  * scan at full disk speed): the largest pass, until a smaller one comes
- * LAG_MEMORY_MS after it.  The drops go that far below the budget, less
- * one batch (drop_target), so that what arrives before the next pass finds
- * room within the budget plus one batch rather than above it.
+ * LAG_MEMORY_MS after it.  The drops go that far below the budget
+ * (drop_target), so that what arrives before the next pass finds room
+ * within the budget: the batch in flight and the page cache's moment
+ * between a read and its record then stay within budget + one batch.
  */
 static uint64 lag_pages = 0;
 static TimestampTz lag_seen_at = 0;
@@ -693,16 +694,12 @@ pce_evictor_run(const PceSettings *settings)
 
 /*
  * The scans' pages a drop leaves: the budget, less the room for what
- * arrives before the next pass beyond one batch (lag_pages), at most half
- * of the budget.
+ * arrives before the next pass (lag_pages), at most half of the budget.
  */
 static uint64
 drop_target(uint64 budget_pages)
 {
-	uint64		batch = EVICT_BATCH_BYTES / page_size;
-	uint64		room = lag_pages > batch ? lag_pages - batch : 0;
-
-	return budget_pages - Min(room, budget_pages / 2);
+	return budget_pages - Min(lag_pages, budget_pages / 2);
 }
 
 /* Older than pg_cache_ext.scan_max_age: dropped whoever needs it. */
