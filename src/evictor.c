@@ -152,7 +152,7 @@ static uint64 waiting_extents = 0;	/* of them, in the waiting list */
 static long page_size = 4096;
 /* pages recorded since the last drop, in this batch */
 static uint64 batch_pages = 0;
-/* drops over the budget so far (Extent.read_next_pass) */
+/* calls of drop_over_budget so far (Extent.read_next_pass) */
 static uint64 drop_passes = 0;
 /*
  * Scan pages the worker tracked from the ring when it came back to it
@@ -723,9 +723,10 @@ typedef struct Keeping
  * Does a reader read ext next?  Pages within two read-ahead windows ahead
  * of a reader that is reading (read_ahead.c, pce_sibling_reads_soon), or
  * beyond where any reader got (the front reader's read-ahead), while
- * young.  Pages being read in right now cannot be dropped (the drop would only wait for them: still_in_use), and
- * read-ahead dropped before its reader got to it is read again, and the
- * reader's next read-ahead starts small: with 8 MB read-ahead, four
+ * young.  Pages being read in right now cannot be dropped (the drop
+ * would only wait for them: still_in_use), and read-ahead dropped before
+ * its reader got to it is read again, and the reader's next read-ahead
+ * starts small: with 8 MB read-ahead, four
  * scanners beside VACUUM's pages waiting for their writeback brought 28%
  * of their pages in a second time themselves, in 8.5 times as many folios
  * (bench/siblings.sh, TRACE_REREAD=1).  The distance counts, not only
@@ -747,16 +748,19 @@ read_next(const Extent *ext, PceScanPagesUse use, TimestampTz now)
 }
 
 /*
- * The pages a reader reads next (read_next): the young extents, newest
- * first (the list is in arrival order), each marked with this drop's pass
- * (is_read_next), so that the ranking and the drop ask the mark.  All of
- * them are looked at: they are the records of the last second, which the
- * worker has just coalesced anyway.
+ * The pages a reader reads next (read_next): of the young extents, newest
+ * first, those a reader reads next are counted and marked with this drop's
+ * pass (is_read_next), so that the ranking and the drop ask the mark.  The
+ * list is in arrival order, but for extents back from a writeback, at its
+ * head (stop_waiting): dropped once as not read next, they are not looked
+ * at.  At most RANKED_LOOK_MAX are looked at per drop (a drop comes every
+ * batch); young extents beyond them are ranked like older ones.
  */
 static uint64
 read_next_pages(TimestampTz now)
 {
 	uint64		pages = 0;
+	int			looked_at = 0;
 	dlist_iter	iter;
 
 	if (pce_sibling_readers() == 0)
@@ -766,7 +770,8 @@ read_next_pages(TimestampTz now)
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
 		PceScanPagesUse use;
 
-		if (TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
+		if (looked_at++ >= RANKED_LOOK_MAX ||
+			TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
 			break;
 		use = pce_sibling_use(&ext->file, ext->start, ext->npages, NULL);
 		if (read_next(ext, use, now))

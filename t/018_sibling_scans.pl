@@ -26,12 +26,7 @@ my $budget_mb = 2 * ($held_room_mb + int($read_ahead_reach_mb + 0.999));
 my $mb = 1024 * 1024;
 my $page = 4096;
 
-# positions come from the read tracepoint (Linux 6.10+)
-open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or plan skip_all => 'no kernel BTF';
-my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
-close $btf;
-plan skip_all => 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
-  unless $has_read_tp;
+skip_without_read_positions();
 
 my ($node, $s) = stock_node('sibling_scans',
 	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
@@ -84,9 +79,10 @@ sub follower_reads_held
 		sprintf('%s: pages the follower has yet to read are held for it, in the budget (%.1f MB)',
 			$table, $held / $mb));
 	my $move_mb = 0.75 * ($held / $mb > $held_room_mb / 2 ? $held / $mb : $held_room_mb / 2);
-	my $read_before = disk_read_bytes($node, $follower);
+	my @io_workers = io_worker_pids($node);
+	my $read_before = disk_read_bytes($follower, @io_workers);
 	$follower->query_safe(sprintf('MOVE FORWARD %d IN c', int($move_mb * $rows_per_mb)));
-	my $reread_mb = (disk_read_bytes($node, $follower) - $read_before) / $mb;
+	my $reread_mb = (disk_read_bytes($follower, @io_workers) - $read_before) / $mb;
 	cmp_ok($reread_mb, '<=', $move_mb / 4,
 		sprintf('%s: the follower read what the leader brought in from the cache (%.1f MB of %.1f MB from disk)',
 			$table, $reread_mb, $move_mb));

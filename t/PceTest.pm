@@ -15,7 +15,8 @@ use Time::HiRes qw(usleep time);
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
   relation_cached_fraction relation_cached_mb worker_settled tracker_counts
-  pause_damon resume_damon read_ahead_mb disk_read_bytes);
+  pause_damon resume_damon read_ahead_mb disk_read_bytes io_worker_pids
+  skip_without_read_positions);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -232,6 +233,19 @@ sub relation_cached_mb
 		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
 }
 
+# Where marked readers are comes from the kernel's read tracepoint
+# (mm_filemap_get_pages, Linux 6.10+; sibling.c): the tests of what is kept
+# for a reader are skipped, with the reason, on kernels without it.
+sub skip_without_read_positions
+{
+	open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or plan skip_all => 'no kernel BTF';
+	my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
+	close $btf;
+	plan skip_all => 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
+	  unless $has_read_tp;
+	return;
+}
+
 # The read-ahead (MB) of the disk $path is on: its read_ahead_kb in sysfs
 # (a partition's is its disk's); the kernel's default, 128 kB, where sysfs
 # has none (an overlay, btrfs).  A sequential reader has up to two such
@@ -252,16 +266,23 @@ sub read_ahead_mb
 	return 128 / 1024;
 }
 
-# Bytes a session's backend, and the I/O workers of 18+ that may read for
-# it, made the kernel read from storage (readahead included): read_bytes of
+# The I/O workers of 18+, which may read for a backend (none before 18).
+sub io_worker_pids
+{
+	my ($node) = @_;
+	return split /\n/, $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
+}
+
+# Bytes a session's backend, and the I/O workers @pids (io_worker_pids:
+# taken once for a before and after, so that none is missed), made the
+# kernel read from storage (readahead included): read_bytes of
 # /proc/<pid>/io, read by the backend itself.
 sub disk_read_bytes
 {
-	my ($node, $session) = @_;
-	my @io_workers = split /\n/, $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'io worker'");
+	my ($session, @pids) = @_;
 	my $sum = 0;
-	for my $pid ('self', @io_workers)
+	for my $pid ('self', @pids)
 	{
 		my $io = $session->query_safe("SELECT pg_read_file('/proc/$pid/io')");
 		die "no read_bytes in /proc/$pid/io: $io" unless $io =~ /^read_bytes:\s+(\d+)/m;
