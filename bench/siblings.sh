@@ -261,7 +261,9 @@ run_phase() {
 	( while [ "$(date +%s)" -lt "$deadline" ]; do
 		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb) $(io_mb)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
-	( vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!"
+	case " $scans " in
+		*" vacuum "*) ( vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!" ;;
+	esac
 	BG_PIDS=$pids
 	if [ "$oltp" = 1 ]; then
 		( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \

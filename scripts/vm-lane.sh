@@ -173,15 +173,17 @@ stage_source() {
 	printf 'PG_MAJOR=%s\nPCE_VM_BREAK=%s\n' "$v" "${PCE_VM_BREAK:-}" >"$root/var/lib/pce-guest-test/env"
 }
 
-# Boot the disk until the guest powers off (it reboots once by itself).
+# Boot the disk until the guest powers off (it reboots once by itself),
+# and say how long it ran.
 boot_vm() {
-	local root=$1 disk=$2 log=$3 kernel initrd
+	local root=$1 disk=$2 log=$3 kernel initrd t0=$SECONDS
 	kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -1)
 	initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -1)
 	timeout "${PCE_VM_TIMEOUT:-1200}" qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic \
 		-kernel "$kernel" -initrd "$initrd" -drive file="$disk",if=virtio,format=raw \
 		-append 'root=/dev/vda rw console=ttyS0 quiet' </dev/null 2>&1 |
 		sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\r$//' >"$log" || true
+	echo "$vm: VM ran $(fmt_time $((SECONDS - t0))) (console: $log)"
 }
 
 # The disk image of the VM's root: raw, sparse, written fresh for each boot.
@@ -222,9 +224,7 @@ run_vm_lane() {
 	write_disk "$root" "$disk"
 	echo "$vm: built and disk written in $(fmt_time $((SECONDS - t0)))"
 	log=$VMS/$suite/console.log
-	t0=$SECONDS
 	boot_vm "$root" "$disk" "$log"
-	echo "$vm: VM ran $(fmt_time $((SECONDS - t0))) (console: $log)"
 	# Under TCG, a guest kernel has panicked at boot now and then (an int3
 	# Oops in the scheduler, seconds in) before any test ran: that is the
 	# emulator's, not the extension's, so boot a fresh disk once more, and
@@ -234,9 +234,7 @@ run_vm_lane() {
 		grep -a -m3 'Kernel panic\|Oops' "$log" | sed "s/^/$vm:   /"
 		mv "$log" "$log.panic"
 		write_disk "$root" "$disk"
-		t0=$SECONDS
 		boot_vm "$root" "$disk" "$log"
-		echo "$vm: VM ran $(fmt_time $((SECONDS - t0))) (console: $log)"
 	fi
 	# the guest's results, from its disk (the console may lose lines)
 	guest_file results >"$log.results"

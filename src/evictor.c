@@ -716,7 +716,6 @@ typedef struct Keeping
 	uint64		keep_below;		/* held: a reader needs it sooner (soonest_needed) */
 	uint64		target_pages;	/* kept within this (drop_target) */
 	uint64		kept_pages;		/* kept so far, and the pages waiting for a writeback */
-	TimestampTz now;
 } Keeping;
 
 /*
@@ -893,6 +892,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 {
 	uint64		budget_pages = ((uint64) settings->scan_budget_mb * 1024 * 1024) / page_size;
 	Keeping		keeping;
+	TimestampTz now = GetCurrentTimestamp();
 	bool		ranked = false;
 	dlist_mutable_iter iter;
 
@@ -900,7 +900,6 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	/* pages waiting for their writeback are still the scans' pages */
 	keeping.kept_pages = dirty_waiting_pages;
 	keeping.keep_below = 0;
-	keeping.now = GetCurrentTimestamp();
 	batch_pages = 0;
 	drop_passes++;
 	/* where the readers are now: what they have read and have yet to read */
@@ -911,16 +910,16 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);
 		PceScanPagesUse use;
 		uint64		pages_away;
-		bool		old = too_old(oldest, settings, keeping.now);
+		bool		old = too_old(oldest, settings, now);
 
 		if (tracked_pages + dirty_waiting_pages <= keeping.target_pages && !old)
 			break;
 		if (!ranked)
 		{
-			keeping.kept_pages += read_next_pages(keeping.now);
+			keeping.kept_pages += read_next_pages(now);
 			keeping.keep_below =
 				soonest_needed(keeping.target_pages - Min(keeping.kept_pages, keeping.target_pages),
-							   settings, keeping.now);
+							   settings, now);
 			ranked = true;
 		}
 		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages, &pages_away);
