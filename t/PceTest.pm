@@ -16,7 +16,7 @@ our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value 
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
   relation_cached_fraction relation_cached_mb worker_settled tracker_counts
   pause_damon resume_damon read_ahead_mb disk_read_bytes io_worker_pids
-  skip_without_read_positions);
+  skip_without_read_positions has_read_positions no_read_positions_why);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -238,32 +238,64 @@ sub relation_cached_mb
 # for a reader are skipped, with the reason, on kernels without it.
 sub skip_without_read_positions
 {
-	open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or plan skip_all => 'no kernel BTF';
-	my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
-	close $btf;
-	plan skip_all => 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
-	  unless $has_read_tp;
+	plan skip_all => no_read_positions_why() unless has_read_positions();
 	return;
 }
 
+# Does the kernel have the tracepoint scan positions come from?  (In a
+# SKIP block: skip no_read_positions_why(), N unless has_read_positions().)
+sub has_read_positions
+{
+	open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or return 0;
+	my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
+	close $btf;
+	return $has_read_tp;
+}
+
+sub no_read_positions_why
+{
+	return -r '/sys/kernel/btf/vmlinux'
+	  ? 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
+	  : 'no kernel BTF: no scan positions';
+}
+
 # The read-ahead (MB) of the disk $path is on: its read_ahead_kb in sysfs
-# (a partition's is its disk's); the kernel's default, 128 kB, where sysfs
-# has none (an overlay, btrfs).  A sequential reader has up to two such
-# windows ahead of it, which the evictor counts first in the budget.
+# (a partition's is its disk's, a btrfs file system's its own); the
+# kernel's default, 128 kB, where sysfs has none (an overlay).  A
+# sequential reader has up to two such windows ahead of it, which the
+# evictor counts first in the budget.
 sub read_ahead_mb
 {
 	my ($path) = @_;
 	my $dev = (stat $path)[0] // 0;
 	my $major = (($dev >> 8) & 0xfff) | (($dev >> 32) & ~0xfff);
 	my $minor = ($dev & 0xff) | (($dev >> 12) & 0xffffff00);
-	for my $queue ("/sys/dev/block/$major:$minor/queue", "/sys/dev/block/$major:$minor/../queue")
+	my $btrfs = btrfs_fsid($path);
+	for my $file ("/sys/dev/block/$major:$minor/queue/read_ahead_kb",
+		"/sys/dev/block/$major:$minor/../queue/read_ahead_kb",
+		$btrfs ? ("/sys/fs/btrfs/$btrfs/bdi/read_ahead_kb") : ())
 	{
-		open my $f, '<', "$queue/read_ahead_kb" or next;
+		open my $f, '<', $file or next;
 		my $kb = <$f>;
 		close $f;
 		return $kb / 1024 if defined $kb && $kb =~ /^\d+$/;
 	}
 	return 128 / 1024;
+}
+
+# The UUID of the btrfs file system $path is on (BTRFS_IOC_FS_INFO: its
+# fsid, 16 bytes at offset 16 of 1 kB), or undef if it is not on btrfs.
+sub btrfs_fsid
+{
+	my ($path) = @_;
+	my $fs_info = 0x8400941f;    # _IOR(0x94, 31, 1024)
+	my $args = "\0" x 1024;
+	open(my $fh, '<', $path) or return undef;
+	my $ok = ioctl($fh, $fs_info, $args);
+	close $fh;
+	return undef unless $ok;
+	my $hex = unpack('H32', substr($args, 16, 16));
+	return join '-', unpack('A8 A4 A4 A4 A12', $hex);
 }
 
 # The I/O workers of 18+, which may read for a backend (none before 18).
