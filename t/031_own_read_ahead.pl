@@ -6,7 +6,10 @@
 #	the scan reads them from disk a second time (and the kernel restarts
 #	its read-ahead small).  What a reader reads next is kept first, beyond
 #	the budget if it must be: the scan reads each page from disk once, and
-#	the table is back within the budget once it is done.
+#	the table is back within the budget once it is done.  Also behind
+#	another reader that passed the whole table (as a wrapped synchronized
+#	scan has), where what a reader reads next is what is within two
+#	read-ahead windows ahead of it.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -72,5 +75,29 @@ cmp_ok($read_mb, '<=', $size / $mb * 1.05 + 2 * $read_ahead_mb,
 ok(wait_until(sub { relation_cached_mb($node, 't') <= $budget_mb + 0.5 }, 10),
 	sprintf('the table is back within the budget after the scan (%.1f MB)',
 		relation_cached_mb($node, 't')));
+
+# Behind another reader (a wrapped synchronized scan is one): a cursor
+# moved near the table's end has passed all of it, so the scan's
+# read-ahead is not beyond where any reader got; it is kept as what is
+# within two read-ahead windows ahead of its reader, and read once.
+my $ahead = $node->background_psql('postgres', on_error_stop => 0);
+$ahead->query_safe('SET pg_cache_ext.scan = on');
+$ahead->query_safe('BEGIN; DECLARE a NO SCROLL CURSOR FOR SELECT g FROM t');
+$ahead->query_safe('MOVE FORWARD 399000 IN a');
+root('drop-caches');
+$scan = $node->background_psql('postgres', on_error_stop => 0);
+$scan->query_safe('SET pg_cache_ext.scan = on');
+$before = tracker_counts($node);
+$read_before = disk_read_bytes($scan, @io_workers);
+$scan->query_safe('SELECT count(*) FROM t');
+$read_mb = (disk_read_bytes($scan, @io_workers) - $read_before) / $mb;
+$scan->quit;
+ok(worker_settled($node, $budget_mb, 20, $before), 'the worker caught up with the scan behind the cursor');
+cmp_ok($read_mb, '>=', 0.9 * $size / $mb,
+	sprintf('the scan behind the cursor read the table from disk (%.1f MB)', $read_mb));
+cmp_ok($read_mb, '<=', $size / $mb * 1.05 + 2 * $read_ahead_mb,
+	sprintf('the scan behind the cursor read each page from disk once (%.1f MB for a %.1f MB table)',
+		$read_mb, $size / $mb));
+$ahead->quit;
 
 done_testing();
