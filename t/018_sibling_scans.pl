@@ -143,8 +143,12 @@ sub follower_behind_leader
 	my $t0 = time;
 	while (time - $t0 < 120)
 	{
-		my $c = cached_mb($table);
+		# the gauge of waiting pages is the worker's, published once a
+		# pass: read before and after the cache, the larger stands for it
 		my $w = stat_value($node, 'bytes_waiting') / $mb;
+		my $c = cached_mb($table);
+		my $w_after = stat_value($node, 'bytes_waiting') / $mb;
+		$w = $w_after if $w_after > $w;
 		my $over = $c - ($w + $read_ahead_reach_mb > $budget_mb ? $w + $read_ahead_reach_mb : $budget_mb);
 		$peak = $c if $c > $peak;
 		$peak_waiting = $w if $w > $peak_waiting;
