@@ -48,16 +48,25 @@ note(sprintf('table %.0f MB, budget %d MB, the disk reads %.1f MB ahead', $size 
 	$read_ahead_mb));
 root('drop-caches');
 
-my $scan = $node->background_psql('postgres', on_error_stop => 0);
-$scan->query_safe('SET pg_cache_ext.scan = on');
-my $before = tracker_counts($node);
-my $dropped = stat_value($node, 'bytes_dropped');
+# A marked count(*) of t in a session of its own: the MB it read from
+# disk (its backend's and the I/O workers'), once the worker caught up.
 my @io_workers = io_worker_pids($node);
-my $read_before = disk_read_bytes($scan, @io_workers);
-$scan->query_safe('SELECT count(*) FROM t');
-my $read_mb = (disk_read_bytes($scan, @io_workers) - $read_before) / $mb;
-$scan->quit;
-ok(worker_settled($node, $budget_mb, 20, $before), 'the worker caught up with the scan');
+sub marked_count_read_mb
+{
+	my ($what) = @_;
+	my $scan = $node->background_psql('postgres', on_error_stop => 0);
+	$scan->query_safe('SET pg_cache_ext.scan = on');
+	my $before = tracker_counts($node);
+	my $read_before = disk_read_bytes($scan, @io_workers);
+	$scan->query_safe('SELECT count(*) FROM t');
+	my $read_mb = (disk_read_bytes($scan, @io_workers) - $read_before) / $mb;
+	$scan->quit;
+	ok(worker_settled($node, $budget_mb, 20, $before), "the worker caught up with $what");
+	return $read_mb;
+}
+
+my $dropped = stat_value($node, 'bytes_dropped');
+my $read_mb = marked_count_read_mb('the scan');
 my $dropped_mb = (stat_value($node, 'bytes_dropped') - $dropped) / $mb;
 note(sprintf('the scan read %.1f MB from disk; %.1f MB dropped meanwhile', $read_mb, $dropped_mb));
 
@@ -85,14 +94,7 @@ $ahead->query_safe('SET pg_cache_ext.scan = on');
 $ahead->query_safe('BEGIN; DECLARE a NO SCROLL CURSOR FOR SELECT g FROM t');
 $ahead->query_safe('MOVE FORWARD 399000 IN a');
 root('drop-caches');
-$scan = $node->background_psql('postgres', on_error_stop => 0);
-$scan->query_safe('SET pg_cache_ext.scan = on');
-$before = tracker_counts($node);
-$read_before = disk_read_bytes($scan, @io_workers);
-$scan->query_safe('SELECT count(*) FROM t');
-$read_mb = (disk_read_bytes($scan, @io_workers) - $read_before) / $mb;
-$scan->quit;
-ok(worker_settled($node, $budget_mb, 20, $before), 'the worker caught up with the scan behind the cursor');
+$read_mb = marked_count_read_mb('the scan behind the cursor');
 cmp_ok($read_mb, '>=', 0.9 * $size / $mb,
 	sprintf('the scan behind the cursor read the table from disk (%.1f MB)', $read_mb));
 cmp_ok($read_mb, '<=', $size / $mb * 1.05 + 2 * $read_ahead_mb,
