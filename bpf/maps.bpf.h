@@ -310,8 +310,16 @@ current_task_is_dumpable(struct task_struct *task)
  * reads are attributed (folios_added_scan_by_io_worker, scan records), what
  * that process holds at chosen addresses.  So only a task the account could
  * read itself qualifies: its uids and gids its own (no setgid program) and
- * dumpable.  The cluster's own processes run as its account; the kernel's uids (kuid) are compared, as the loader saw
- * the owner from the initial user namespace.
+ * dumpable.  The cluster's own processes run as its account; the kernel's
+ * uids (kuid) are compared, as the loader saw the owner from the initial
+ * user namespace.
+ *
+ * The task's objective credentials (real_cred) are compared, those ptrace
+ * judges a target by, not the subjective ones (cred): the kernel overrides
+ * those while it acts for the task.  overlayfs reads the real file below
+ * with the mounter's credentials, so with them an I/O worker reading a
+ * data directory on an overlay (a container's) never qualified, and no
+ * page it read for a scan was the scan's (t/032).
  */
 static __always_inline bool
 current_task_is_cluster_account(void)
@@ -321,9 +329,7 @@ current_task_is_cluster_account(void)
 	return cluster_uid != 0 &&
 		BPF_CORE_READ(task, real_cred, uid.val) == cluster_uid &&
 		BPF_CORE_READ(task, real_cred, euid.val) == cluster_uid &&
-		BPF_CORE_READ(task, cred, euid.val) == cluster_uid &&
 		BPF_CORE_READ(task, real_cred, egid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
-		BPF_CORE_READ(task, cred, egid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
 		current_task_is_dumpable(task);
 }
 

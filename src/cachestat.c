@@ -5,11 +5,20 @@
  *		system call's ABI (Linux 6.5+, not in every libc's headers yet), and
  *		mincore() where the kernel lacks it.
  *
+ * cachestat(2) counts the pages of the open file's own mapping.  An
+ * overlayfs file has none: its pages are the real file's below, so
+ * cachestat reports none of them cached.  A mapping of it is the real
+ * file's (overlayfs hands mmap to it), so mincore() counts them; there is
+ * no dirty or writeback count that way.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,10 +44,44 @@ struct pce_cachestat
 	uint64		nr_recently_evicted;
 };
 
+static bool
+on_overlay(int fd)
+{
+	struct statfs fs;
+
+	return fstatfs(fd, &fs) == 0 && fs.f_type == OVERLAYFS_SUPER_MAGIC;
+}
+
+/* mincore() on a mapping of len bytes of fd from off: how many are cached */
+static bool
+mincore_cached(int fd, uint64 off, uint64 len, uint64 *cached)
+{
+	long		pagesz = sysconf(_SC_PAGESIZE);
+	size_t		npages = (len + pagesz - 1) / pagesz;
+	unsigned char *vec;
+	void	   *addr;
+	bool		ok;
+
+	*cached = 0;
+	if (len == 0)
+		return true;
+	addr = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t) off);
+	if (addr == MAP_FAILED)
+		return false;
+	vec = palloc(npages);
+	ok = mincore(addr, len, vec) == 0;
+	for (size_t i = 0; ok && i < npages; i++)
+		*cached += vec[i] & 1;
+	pfree(vec);
+	munmap(addr, len);
+	return ok;
+}
+
 /*
- * cachestat(2) on len bytes of fd from off (len 0: to the end of the file):
- * how many of those pages are cached, dirty, under writeback.  False where
- * the kernel lacks the call (before 6.5).
+ * How many pages of len bytes of fd from off (len 0: to the end of the
+ * file) are cached, dirty, under writeback: cachestat(2), or mincore() on
+ * an overlay (no dirty count then).  False where the kernel lacks
+ * cachestat (before 6.5) and the file is on no overlay.
  */
 bool
 pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
@@ -46,6 +89,15 @@ pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
 	struct pce_cachestat_range range = {off, len};
 	struct pce_cachestat cs;
 
+	if (on_overlay(fd))
+	{
+		struct stat st;
+
+		if (len == 0)
+			len = fstat(fd, &st) == 0 && st.st_size > off ? st.st_size - off : 0;
+		out->dirty = out->writeback = 0;
+		return mincore_cached(fd, off, len, &out->cached);
+	}
 	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
 		return false;
 	out->cached = cs.nr_cache;
@@ -63,30 +115,18 @@ pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char
 {
 	PceCacheStat cs;
 	long		pagesz = sysconf(_SC_PAGESIZE);
+	uint64		pages;
 
 	if (pce_cachestat(fd, 0, 0, &cs))
 	{
 		*cached += cs.cached * pagesz;
 		*dirty += cs.dirty * pagesz;
-		*method = "cachestat";
+		*method = on_overlay(fd) ? "mincore" : "cachestat";
 		return true;
 	}
-	if (size > 0)
-	{
-		size_t		npages = (size + pagesz - 1) / pagesz;
-		unsigned char *vec;
-		void	   *addr = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-
-		if (addr == MAP_FAILED)
-			return false;
-		vec = palloc(npages);
-		if (mincore(addr, size, vec) == 0)
-			for (size_t i = 0; i < npages; i++)
-				if (vec[i] & 1)
-					*cached += pagesz;
-		pfree(vec);
-		munmap(addr, size);
-	}
+	if (!mincore_cached(fd, 0, size > 0 ? size : 0, &pages))
+		return false;
+	*cached += pages * pagesz;
 	*method = "mincore";
 	return true;
 }

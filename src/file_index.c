@@ -45,14 +45,29 @@
  * reuse; pce_file_index_open() checks it with FS_IOC_GETVERSION where the
  * file system has one.
  *
+ * On overlayfs (a container's own file system, when the data directory is
+ * not on a volume), stat() and readdir() name a file by the overlay's
+ * anonymous device, while its pages are the real file's below, which the
+ * tracker names by the real file system's device.  The inode numbers are
+ * the real ones where all layers are on one file system, as Docker's
+ * overlay2 and containerd lay them out (overlayfs's "samefs"; with layers
+ * on several file systems it changes them, and the files are not found).
+ * Neither stat() nor /proc tells user space the real device (/proc's maps
+ * name the overlay's too, since 6.8), so the index learns it: the first
+ * record of a device no indexed directory is on, whose inode number is
+ * one of an overlay's files, names that overlay's real device
+ * (learn_overlay_device).  Until then its files are not found.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +91,8 @@
 #define NEGATIVE_MAX		65536
 /* longest relation file name: 10 digits, "_init", ".", 10 digits */
 #define REL_NAME_MAX		32
+/* overlay file systems the data directory and its tablespaces are on */
+#define OVERLAYS_MAX		8
 
 /*
  * The directories, below the data directory, of the files that only
@@ -123,12 +140,23 @@ typedef struct NegativeEntry
 	uint64		epoch;			/* index_epoch when it missed */
 } NegativeEntry;
 
+/* An overlay: the device stat() reports, and the one the tracker records. */
+typedef struct OverlayDevice
+{
+	dev_t		overlay;
+	dev_t		real;			/* 0 until learned */
+} OverlayDevice;
+
 static MemoryContext index_cxt = NULL;
+static OverlayDevice overlays[OVERLAYS_MAX];
+static int	noverlays = 0;
 static dlist_head indexed_dirs = DLIST_STATIC_INIT(indexed_dirs);
 static HTAB *indexed_files = NULL;
 static HTAB *negative = NULL;
 static uint64 index_epoch = 1;	/* bumped whenever a directory is read */
 static TimestampTz refreshed_at = 0;
+
+static void refresh_index(void);
 
 /* ---- the rule ---- */
 
@@ -187,6 +215,94 @@ is_oid_name(const char *name)
 	return p && *p == '\0';
 }
 
+/* ---- overlay file systems ---- */
+
+/* The device the tracker records for files stat() names on st_dev. */
+static dev_t
+tracked_dev(dev_t st_dev)
+{
+	for (int i = 0; i < noverlays; i++)
+		if (overlays[i].overlay == st_dev && overlays[i].real != 0)
+			return overlays[i].real;
+	return st_dev;
+}
+
+/* Remember that the directory path, on device st_dev, is on an overlay. */
+static void
+note_overlay(const char *path, dev_t st_dev)
+{
+	struct statfs fs;
+
+	for (int i = 0; i < noverlays; i++)
+		if (overlays[i].overlay == st_dev)
+			return;
+	if (noverlays == OVERLAYS_MAX || statfs(path, &fs) != 0 ||
+		fs.f_type != OVERLAYFS_SUPER_MAGIC)
+		return;
+	overlays[noverlays].overlay = st_dev;
+	overlays[noverlays].real = 0;
+	noverlays++;
+}
+
+/* Is dev the device of a directory of the index (as the tracker names it)? */
+static bool
+indexed_device(dev_t dev)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &indexed_dirs)
+		if (tracked_dev(dlist_container(IndexedDir, node, iter.cur)->dev) == dev)
+			return true;
+	return false;
+}
+
+/*
+ * key missed: is it a file of an overlay whose real device is not known
+ * yet?  Then key's device is that overlay's real one (see the top of this
+ * file): its directories are read again, keyed by it.  A device some
+ * directory of the index is on teaches nothing (a file there that is not
+ * tracked, a temporary file, shares no inode number with the overlay's).
+ */
+static bool
+learn_overlay_device(const PceFileKey *key)
+{
+	dlist_iter	iter;
+
+	if (indexed_device(key->dev))
+		return false;
+	for (int i = 0; i < noverlays; i++)
+	{
+		InodeKey	ikey;
+		IndexedFile *f;
+
+		if (overlays[i].real != 0)
+			continue;
+		memset(&ikey, 0, sizeof(ikey));
+		ikey.dev = overlays[i].overlay;
+		ikey.ino = key->ino;
+		f = hash_search(indexed_files, &ikey, HASH_FIND, NULL);
+		if (!f)
+			continue;
+		overlays[i].real = key->dev;
+		ereport(LOG,
+				(errmsg("pg_cache_ext: the overlay file system on device %u:%u keeps its files on device %u:%u",
+						major(overlays[i].overlay), minor(overlays[i].overlay),
+						major(key->dev), minor(key->dev)),
+				 errdetail("Learned from inode %lu, the file \"%s/%s\".",
+						   (unsigned long) key->ino, f->dir->relpath, f->name)));
+		dlist_foreach(iter, &indexed_dirs)
+		{
+			IndexedDir *dir = dlist_container(IndexedDir, node, iter.cur);
+
+			if (dir->dev == overlays[i].overlay)
+				dir->reread = true;
+		}
+		refresh_index();
+		return true;
+	}
+	return false;
+}
+
 /* ---- reading directories ---- */
 
 static void
@@ -220,6 +336,7 @@ read_dir(IndexedDir *dir, const struct stat *st)
 	dir->reread = now.tv_sec - Max(st->st_mtim.tv_sec, st->st_ctim.tv_sec) <= 1;
 	index_epoch++;
 	snprintf(path, sizeof(path), "%s/%s", DataDir, dir->relpath);
+	note_overlay(path, dir->dev);
 	d = opendir(path);
 	if (!d)
 		return;
@@ -233,7 +350,7 @@ read_dir(IndexedDir *dir, const struct stat *st)
 		if (!tracked_entry(dir, de, &is_relation))
 			continue;
 		memset(&key, 0, sizeof(key));
-		key.dev = dir->dev;
+		key.dev = tracked_dev(dir->dev);
 		key.ino = de->d_ino;
 		f = hash_search(indexed_files, &key, HASH_ENTER, &found);
 		if (found)
@@ -428,7 +545,10 @@ pce_file_index_lookup(const PceFileKey *key, bool external)
 		return false;
 	if (refresh_due())
 		refresh_index();
-	if ((f = index_find(key)) != NULL)
+	f = index_find(key);
+	if (!f && learn_overlay_device(key))
+		f = index_find(key);
+	if (f)
 	{
 		if (neg)
 			hash_search(negative, key, HASH_REMOVE, NULL);
@@ -486,7 +606,7 @@ pce_file_index_open(const PceFileKey *key)
 			snprintf(path, sizeof(path), "%s/%s/%s", DataDir, f->dir->relpath, f->name);
 			fd = open(path, O_RDONLY | O_CLOEXEC);
 			if (fd >= 0 && fstat(fd, &st) == 0 &&
-				st.st_dev == key->dev && st.st_ino == key->ino &&
+				tracked_dev(st.st_dev) == key->dev && st.st_ino == key->ino &&
 				same_generation(fd, key->generation))
 				return fd;
 			if (fd >= 0)

@@ -13,7 +13,8 @@
 #           systemctl reload switching pg_cache_ext.mode off (the scan's pages then stay:
 #           the control) and a smaller scan_budget; a loader that fails (a bad
 #           pg_cache_ext.mode) leaves PostgreSQL running and queries working, and
-#           cache_ext_status() says why; a second cluster without pg_cache_ext in
+#           cache_ext_status() says why; a marked scan of a table in a tablespace on
+#           an overlay (a container's file system) leaves the cache; a second cluster without pg_cache_ext in
 #           shared_preload_libraries starts, and its loader loads nothing; then power off
 #
 # Each check prints "PCEVM-live ok N - what" (or "not ok") on the serial
@@ -196,6 +197,39 @@ failing_loader() {
 	check "the loader fixed: active again" wait_state active
 }
 
+# A table in a tablespace on an overlay whose layers are on the root file
+# system (a container's, as Docker's overlay2 lays them out): stat() names
+# the overlay's device, the tracker the root file system's; a marked scan's
+# pages must leave the cache all the same.  fincore reads the real file (the
+# upper layer's): through the overlay, cachestat(2) sees none of its pages.
+overlay_tablespace() {
+	local o=/var/tmp/pce-overlay limit_mb=$1 rel big_mb
+	mkdir -p "$o/lower/ts" "$o/upper" "$o/work" "$o/merged"
+	mount -t overlay overlay -o "lowerdir=$o/lower,upperdir=$o/upper,workdir=$o/work" "$o/merged" 2>>"$LOG"
+	chown postgres: "$o/merged/ts"
+	sql "SET pg_cache_ext.scan = off; CREATE TABLESPACE on_overlay LOCATION '$o/merged/ts';
+		CREATE TABLE on_overlay (g int, pad text) TABLESPACE on_overlay;
+		INSERT INTO on_overlay SELECT g, repeat('o', 200) FROM generate_series(1, 200000) g;
+		CHECKPOINT" >/dev/null
+	check "overlay tablespace: the table is over twice the budget and a batch" \
+		at_least "$(table_mb on_overlay)" $((2 * (limit_mb + 8)))
+	rel=$(sql "SELECT pg_relation_filepath('on_overlay')")
+	rel=$o/upper/ts/${rel#pg_tblspc/*/}
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	sql 'SELECT count(*) FROM on_overlay' >/dev/null
+	for _ in $(seq 1 20); do
+		big_mb=$(($(fincore -b -n -o RES "$rel") / 1048576))
+		[ "$big_mb" -le $((limit_mb + 8)) ] && break
+		sleep 1
+	done
+	say "# overlay: counters: $(sql "SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() WHERE value <> 0")"
+	check "overlay tablespace: the marked scan's pages left the cache ($big_mb MiB of $(table_mb on_overlay) stay, budget $limit_mb)" \
+		at_most "$big_mb" $((limit_mb + 8))
+	sql 'DROP TABLE on_overlay; DROP TABLESPACE on_overlay' >/dev/null
+	umount "$o/merged"
+}
+
 # A second cluster that does not preload pg_cache_ext: the drop-in runs the
 # loader for it too, which loads nothing, says so in one line and exits 0.
 second_cluster() {
@@ -232,6 +266,7 @@ boot2() {
 	sleep 2
 	check "reload: scan_budget is 8MB" is "$(sql 'SHOW pg_cache_ext.scan_budget')" 8MB
 	scan_check dropped 8 "scan_budget 8MB"
+	overlay_tablespace 8
 	failing_loader
 	second_cluster
 }
