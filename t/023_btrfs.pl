@@ -31,48 +31,14 @@ my ($node, $s) = stock_node('btrfs',
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
 
-$node->safe_psql('postgres', qq{
-	SET pg_cache_ext.scan = off;
-	CREATE TABLESPACE on_btrfs LOCATION '$ts';
-	CREATE TABLE on_btrfs (g int, pad text) TABLESPACE on_btrfs;
-	INSERT INTO on_btrfs SELECT g, repeat('b', 200) FROM generate_series(1, 300000) g;
-	VACUUM FREEZE on_btrfs; CHECKPOINT;
-});
-my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('on_btrfs')");
+my $size = table_in_tablespace($node, 'on_btrfs', $ts);
 cmp_ok($size, '>', 64 * $mb, sprintf('the table on btrfs is over 64 MB (%.0f MB)', $size / $mb));
 my $fstype = `stat -f -c %T '$ts'`;
 chomp $fstype;
 is($fstype, 'btrfs', 'the tablespace is on btrfs');
 
-# control: an unmarked cold read stays cached (the measurement sees pages);
-# DAMON would page out some of it (PceTest.pm)
-pause_damon();
-root('drop-caches');
-$node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; SELECT count(*) FROM on_btrfs');
-cmp_ok(relation_cached_mb($node, 'on_btrfs'), '>', 64 * 0.9,
-	'control: an unmarked cold read of the table leaves it cached');
-
-# the marked cold scan
-root('drop-caches');
-my %before = map { $_ => stat_value($node, $_) }
-  qw(files_not_found extents_dropped bytes_dropped folios_added_scan);
-$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM on_btrfs');
-cmp_ok(stat_value($node, 'folios_added_scan') - $before{folios_added_scan}, '>', 0,
-	'the tracker recorded the marked scan\'s folios');
-ok(worker_settled($node, $budget_mb, 20), 'the worker read every record and is within budget');
-my $cached = relation_cached_mb($node, 'on_btrfs');
-cmp_ok($cached, '<=', $budget_mb + 1,
-	"after a marked scan on btrfs, the table holds <= budget + one extent ($cached MB)")
-  or diag(join ' ', map { "$_=" . stat_value($node, $_) }
-	  qw(files_not_found extents_dropped bytes_dropped bytes_tracked records_read));
-cmp_ok(stat_value($node, 'extents_dropped') - $before{extents_dropped}, '>', 0,
-	'the evictor dropped extents of the btrfs file');
-my $dropped = stat_value($node, 'bytes_dropped') - $before{bytes_dropped};
-# (one run here counted 52 of the 60 MB that left: not explained yet)
-cmp_ok($dropped, '>=', ($size - ($budget_mb + 1) * $mb) / 2,
-	sprintf('bytes_dropped counts most of what left the cache (%.1f MB of %.1f MB)',
-		$dropped / $mb, ($size / $mb) - $cached));
-note('files not found meanwhile: ' . (stat_value($node, 'files_not_found') - $before{files_not_found}));
+unmarked_cold_read_stays($node, 'on_btrfs');
+marked_cold_scan_within_budget($node, 'on_btrfs', $size, $budget_mb, ' (btrfs)');
 
 # ---- the scan's own read-ahead is btrfs's ----
 # btrfs reads at least 4 MB ahead (its file system's read-ahead, not the

@@ -44,57 +44,21 @@ my ($node, $s) = stock_node('overlay',
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
 
-$node->safe_psql('postgres', qq{
-	SET pg_cache_ext.scan = off;
-	CREATE TABLESPACE on_overlay LOCATION '$ts';
-	CREATE TABLE on_overlay (g int, pad text) TABLESPACE on_overlay;
-	INSERT INTO on_overlay SELECT g, repeat('o', 200) FROM generate_series(1, 300000) g;
-	VACUUM FREEZE on_overlay; CHECKPOINT;
-});
-my $size = $node->safe_psql('postgres', "SELECT pg_relation_size('on_overlay')");
+my $size = table_in_tablespace($node, 'on_overlay', $ts);
 cmp_ok($size, '>', 64 * $mb, sprintf('the table on the overlay is over 64 MB (%.0f MB)', $size / $mb));
 
-# control: an unmarked cold read stays cached, and is counted so (through
-# the overlay, cachestat would count none of it)
-pause_damon();
-root('drop-caches');
-$node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; SELECT count(*) FROM on_overlay');
-cmp_ok(relation_cached_mb($node, 'on_overlay'), '>', 64 * 0.9,
-	'control: an unmarked cold read of the table leaves it cached, and it is counted');
+# through the overlay, cachestat would count none of the control's pages
+unmarked_cold_read_stays($node, 'on_overlay');
 
-# A marked cold scan, with each of 18's ways of reading (an I/O worker
-# reads through the overlay with the mounter's credentials).
-sub marked_scan
-{
-	my ($method) = @_;
-	my $how = defined $method ? " (io_method $method)" : '';
-	use_io_method($node, $method);
-	root('drop-caches');
-	my %before = map { $_ => stat_value($node, $_) }
-	  qw(files_not_found extents_dropped bytes_dropped folios_added_scan);
-	my $since = tracker_counts($node);    # a restart resets the worker's, not the tracker's
-	$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM on_overlay');
-	cmp_ok(stat_value($node, 'folios_added_scan') - $before{folios_added_scan}, '>', 0,
-		"the tracker recorded the marked scan's folios$how");
-	ok(worker_settled($node, $budget_mb, 20, $since), "the worker read every record and is within budget$how");
-	my $cached = relation_cached_mb($node, 'on_overlay');
-	cmp_ok($cached, '<=', $budget_mb + 1,
-		"after a marked scan on the overlay, the table holds <= budget + one extent ($cached MB)$how")
-	  or diag(join ' ', map { "$_=" . stat_value($node, $_) }
-		  qw(files_not_found extents_dropped bytes_dropped bytes_tracked records_read));
-	cmp_ok(stat_value($node, 'extents_dropped') - $before{extents_dropped}, '>', 0,
-		"the evictor dropped extents of the overlay's file$how");
-	my $dropped = stat_value($node, 'bytes_dropped') - $before{bytes_dropped};
-	cmp_ok($dropped, '>=', ($size - ($budget_mb + 1) * $mb) / 2,
-		sprintf('bytes_dropped counts most of what left the cache (%.1f MB of %.1f MB)%s',
-			$dropped / $mb, ($size / $mb) - $cached, $how));
-	note("files not found meanwhile$how: "
-		  . (stat_value($node, 'files_not_found') - $before{files_not_found}));
-	return;
-}
-
+# a marked cold scan, with each of 18's ways of reading (an I/O worker
+# reads through the overlay with the mounter's credentials)
 my $log_offset = -s $node->logfile;
-marked_scan($_) for io_methods($node);
+for my $method (io_methods($node))
+{
+	use_io_method($node, $method);
+	marked_cold_scan_within_budget($node, 'on_overlay', $size, $budget_mb,
+		defined $method ? " (io_method $method)" : '');
+}
 like(slurp_file($node->logfile, $log_offset),
 	qr/the overlay file system on device \d+:\d+ keeps its files on device \Q$real\E\b/,
 	"the server log names the device below the overlay ($real)");

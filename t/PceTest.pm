@@ -16,7 +16,8 @@ our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value 
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
   relation_cached_fraction relation_cached_mb worker_settled tracker_counts
   pause_damon resume_damon read_ahead_mb disk_read_bytes io_worker_pids
-  skip_without_read_positions has_read_positions no_read_positions_why);
+  skip_without_read_positions has_read_positions no_read_positions_why
+  table_in_tablespace unmarked_cold_read_stays marked_cold_scan_within_budget);
 
 # Privileged steps: directly when root, else through sudo and the helper
 # copy that scripts/test.sh installed.
@@ -351,6 +352,72 @@ sub worker_settled
 	}, $timeout // 10);
 	usleep(300_000);
 	return $ok;
+}
+
+# ---- a table on another file system (t/023 btrfs, t/032 overlayfs) ----
+
+# Table $name, of about 69 MB (300,000 rows), in tablespace $name at
+# $location, frozen and checkpointed (no dirty page left): its size in bytes.
+sub table_in_tablespace
+{
+	my ($node, $name, $location) = @_;
+	$node->safe_psql('postgres', qq{
+		SET pg_cache_ext.scan = off;
+		CREATE TABLESPACE $name LOCATION '$location';
+		CREATE TABLE $name (g int, pad text) TABLESPACE $name;
+		INSERT INTO $name SELECT g, repeat('x', 200) FROM generate_series(1, 300000) g;
+		VACUUM FREEZE $name; CHECKPOINT;
+	});
+	return $node->safe_psql('postgres', "SELECT pg_relation_size('$name')");
+}
+
+# The control: an unmarked cold read of $table (table_in_tablespace's)
+# stays cached, and the measurement sees it (DAMON, which would page some
+# of it out, is paused).
+sub unmarked_cold_read_stays
+{
+	my ($node, $table) = @_;
+	pause_damon();
+	root('drop-caches');
+	$node->safe_psql('postgres', "SET pg_cache_ext.scan = off; SELECT count(*) FROM $table");
+	# 90% of 64 MB: a part of the table may still be in shared_buffers
+	cmp_ok(relation_cached_mb($node, $table), '>', 64 * 0.9,
+		'control: an unmarked cold read of the table leaves it cached, and it is counted');
+	return;
+}
+
+# A marked cold scan of $table (of $size bytes): the tracker records it,
+# the worker catches up, and the table ends within the budget plus one
+# extent, its extents dropped and bytes_dropped counting most of what
+# left.  $where ends each test's name.
+sub marked_cold_scan_within_budget
+{
+	my ($node, $table, $size, $budget_mb, $where) = @_;
+	my $mb = 1048576;
+	root('drop-caches');
+	my %before = map { $_ => stat_value($node, $_) }
+	  qw(files_not_found extents_dropped bytes_dropped folios_added_scan);
+	my $since = tracker_counts($node);
+	$node->safe_psql('postgres', "SET pg_cache_ext.scan = on; SELECT count(*) FROM $table");
+	cmp_ok(stat_value($node, 'folios_added_scan') - $before{folios_added_scan}, '>', 0,
+		"the tracker recorded the marked scan's folios$where");
+	ok(worker_settled($node, $budget_mb, 20, $since),
+		"the worker read every record and is within budget$where");
+	my $cached = relation_cached_mb($node, $table);
+	cmp_ok($cached, '<=', $budget_mb + 1,
+		"after the marked scan, the table holds <= budget + one extent ($cached MB)$where")
+	  or diag(join ' ', map { "$_=" . stat_value($node, $_) }
+		  qw(files_not_found extents_dropped bytes_dropped bytes_tracked records_read));
+	cmp_ok(stat_value($node, 'extents_dropped') - $before{extents_dropped}, '>', 0,
+		"the evictor dropped extents of the table$where");
+	my $dropped = stat_value($node, 'bytes_dropped') - $before{bytes_dropped};
+	# (one run on btrfs counted 52 of the 60 MB that left: not explained yet)
+	cmp_ok($dropped, '>=', ($size - ($budget_mb + 1) * $mb) / 2,
+		sprintf('bytes_dropped counts most of what left the cache (%.1f MB of %.1f MB)%s',
+			$dropped / $mb, ($size / $mb) - $cached, $where));
+	note("files not found meanwhile$where: "
+		  . (stat_value($node, 'files_not_found') - $before{files_not_found}));
+	return;
 }
 
 1;
