@@ -256,20 +256,10 @@ indexed_device(dev_t dev)
 	return false;
 }
 
-/*
- * key missed: is it a file of an overlay whose real device is not known
- * yet?  Then key's device is that overlay's real one (see the top of this
- * file): its directories are read again, keyed by it.  A device some
- * directory of the index is on teaches nothing (a file there that is not
- * tracked, a temporary file, shares no inode number with the overlay's).
- */
-static bool
-learn_overlay_device(const PceFileKey *key)
+/* The file of an overlay not learned yet whose inode number is ino, or NULL. */
+static IndexedFile *
+unlearned_overlay_file(ino_t ino, OverlayDevice **overlay)
 {
-	dlist_iter	iter;
-
-	if (indexed_device(key->dev))
-		return false;
 	for (int i = 0; i < noverlays; i++)
 	{
 		InodeKey	ikey;
@@ -279,28 +269,51 @@ learn_overlay_device(const PceFileKey *key)
 			continue;
 		memset(&ikey, 0, sizeof(ikey));
 		ikey.dev = overlays[i].overlay;
-		ikey.ino = key->ino;
-		f = hash_search(indexed_files, &ikey, HASH_FIND, NULL);
-		if (!f)
-			continue;
-		overlays[i].real = key->dev;
-		ereport(LOG,
-				(errmsg("pg_cache_ext: the overlay file system on device %u:%u keeps its files on device %u:%u",
-						major(overlays[i].overlay), minor(overlays[i].overlay),
-						major(key->dev), minor(key->dev)),
-				 errdetail("Learned from inode %lu, the file \"%s/%s\".",
-						   (unsigned long) key->ino, f->dir->relpath, f->name)));
-		dlist_foreach(iter, &indexed_dirs)
+		ikey.ino = ino;
+		if ((f = hash_search(indexed_files, &ikey, HASH_FIND, NULL)) != NULL)
 		{
-			IndexedDir *dir = dlist_container(IndexedDir, node, iter.cur);
-
-			if (dir->dev == overlays[i].overlay)
-				dir->reread = true;
+			*overlay = &overlays[i];
+			return f;
 		}
-		refresh_index();
-		return true;
 	}
-	return false;
+	return NULL;
+}
+
+/*
+ * key missed: is it a file of an overlay whose real device is not known
+ * yet?  Then key's device is that overlay's real one (see the top of this
+ * file): its directories are read again, keyed by it.  A device some
+ * directory of the index is on teaches nothing: a file there that is not
+ * tracked (a temporary file on a tablespace's volume) may share its inode
+ * number with one of the overlay's, as files of two file systems do.  (So
+ * an overlay whose layers are on the file system of a tablespace is not
+ * learned.)
+ */
+static bool
+learn_overlay_device(const PceFileKey *key)
+{
+	OverlayDevice *overlay;
+	IndexedFile *f = unlearned_overlay_file(key->ino, &overlay);
+	dlist_iter	iter;
+
+	if (!f || indexed_device(key->dev))
+		return false;
+	overlay->real = key->dev;
+	ereport(LOG,
+			(errmsg("pg_cache_ext: the overlay file system on device %u:%u keeps its files on device %u:%u",
+					major(overlay->overlay), minor(overlay->overlay),
+					major(key->dev), minor(key->dev)),
+			 errdetail("Learned from inode %lu, the file \"%s/%s\".",
+					   (unsigned long) key->ino, f->dir->relpath, f->name)));
+	dlist_foreach(iter, &indexed_dirs)
+	{
+		IndexedDir *dir = dlist_container(IndexedDir, node, iter.cur);
+
+		if (dir->dev == overlay->overlay)
+			dir->reread = true;
+	}
+	refresh_index();
+	return true;
 }
 
 /* ---- reading directories ---- */
