@@ -207,10 +207,13 @@ overlay_tablespace() {
 	mkdir -p "$o/lower/ts" "$o/upper" "$o/work" "$o/merged"
 	mount -t overlay overlay -o "lowerdir=$o/lower,upperdir=$o/upper,workdir=$o/work" "$o/merged" 2>>"$LOG"
 	chown postgres: "$o/merged/ts"
-	sql "SET pg_cache_ext.scan = off; CREATE TABLESPACE on_overlay LOCATION '$o/merged/ts';
-		CREATE TABLE on_overlay (g int, pad text) TABLESPACE on_overlay;
-		INSERT INTO on_overlay SELECT g, repeat('o', 200) FROM generate_series(1, 200000) g;
-		CHECKPOINT" >/dev/null
+	# one statement each: psql -c runs several in one transaction, where
+	# CREATE TABLESPACE cannot run
+	sql "CREATE TABLESPACE on_overlay LOCATION '$o/merged/ts'"
+	sql "CREATE TABLE on_overlay (g int, pad text) TABLESPACE on_overlay"
+	sql "SET pg_cache_ext.scan = off;
+		INSERT INTO on_overlay SELECT g, repeat('o', 200) FROM generate_series(1, 200000) g"
+	sql CHECKPOINT
 	check "overlay tablespace: the table is over twice the budget and a batch" \
 		at_least "$(table_mb on_overlay)" $((2 * (limit_mb + 8)))
 	rel=$(sql "SELECT pg_relation_filepath('on_overlay')")
@@ -226,7 +229,8 @@ overlay_tablespace() {
 	say "# overlay: counters: $(sql "SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() WHERE value <> 0")"
 	check "overlay tablespace: the marked scan's pages left the cache ($big_mb MiB of $(table_mb on_overlay) stay, budget $limit_mb)" \
 		at_most "$big_mb" $((limit_mb + 8))
-	sql 'DROP TABLE on_overlay; DROP TABLESPACE on_overlay' >/dev/null
+	sql 'DROP TABLE on_overlay'
+	sql 'DROP TABLESPACE on_overlay'
 	umount "$o/merged"
 }
 
