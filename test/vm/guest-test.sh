@@ -218,10 +218,17 @@ overlay_tablespace() {
 		at_least "$(table_mb on_overlay)" $((2 * (limit_mb + 8)))
 	rel=$(sql "SELECT pg_relation_filepath('on_overlay')")
 	rel=$o/upper/ts/${rel#pg_tblspc/*/}
+	check "overlay tablespace: the table's file is the upper layer's" test -f "$rel"
+	# the control: read unmarked, the table stays cached, and fincore sees it
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	sql 'SET pg_cache_ext.scan = off; SELECT count(*) FROM on_overlay' >/dev/null
+	big_mb=$(($(fincore -b -n -o RES "$rel" 2>>"$LOG" || echo 0) / 1048576))
+	check "overlay tablespace: unmarked, the table stays cached ($big_mb MiB of $(table_mb on_overlay))" \
+		at_least "$big_mb" $(($(table_mb on_overlay) * 8 / 10))
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	sql 'SELECT count(*) FROM on_overlay' >/dev/null
-	check "overlay tablespace: the table's file is the upper layer's" test -f "$rel"
 	for _ in $(seq 1 20); do
 		# no such file: a count no budget passes (an empty one would end the script)
 		big_mb=$(($(fincore -b -n -o RES "$rel" 2>>"$LOG" || echo 1099511627776) / 1048576))
