@@ -309,8 +309,11 @@ current_task_is_dumpable(struct task_struct *task)
  * any process (root's too) as an I/O worker and learn, from whether its
  * reads are attributed (folios_added_scan_by_io_worker, scan records), what
  * that process holds at chosen addresses.  So only a task the account could
- * read itself qualifies: its uids and gids its own (no setgid program) and
- * dumpable.  The cluster's own processes run as its account; the kernel's
+ * read itself qualifies: its uids and gids its own, saved ones included (no
+ * setgid program, no root process that took the account's uid and kept
+ * root's as its saved one) and dumpable.  (Capabilities are not compared,
+ * as ptrace does: a process of the account with capabilities of its own,
+ * which PostgreSQL's never have, would qualify.)  The cluster's own processes run as its account; the kernel's
  * uids (kuid) are compared, as the loader saw the owner from the initial
  * user namespace.
  *
@@ -329,7 +332,9 @@ current_task_is_cluster_account(void)
 	return cluster_uid != 0 &&
 		BPF_CORE_READ(task, real_cred, uid.val) == cluster_uid &&
 		BPF_CORE_READ(task, real_cred, euid.val) == cluster_uid &&
+		BPF_CORE_READ(task, real_cred, suid.val) == cluster_uid &&
 		BPF_CORE_READ(task, real_cred, egid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
+		BPF_CORE_READ(task, real_cred, sgid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
 		current_task_is_dumpable(task);
 }
 

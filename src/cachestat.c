@@ -44,6 +44,7 @@ struct pce_cachestat
 	uint64		nr_recently_evicted;
 };
 
+/* Is fd an overlayfs file, whose pages cachestat(2) cannot see? */
 static bool
 on_overlay(int fd)
 {
@@ -52,12 +53,18 @@ on_overlay(int fd)
 	return fstatfs(fd, &fs) == 0 && fs.f_type == OVERLAYFS_SUPER_MAGIC;
 }
 
-/* mincore() on a mapping of len bytes of fd from off: how many are cached */
+/*
+ * How many pages of len bytes of fd from off are cached, by mincore() on a
+ * mapping of them: the pages the mapping's file has, which for an overlay
+ * file are the real file's.  (mincore counts a page only once it is read
+ * in.)  A mapping starts at a page: off is rounded down, as cachestat(2)
+ * counts the pages a range touches.
+ */
 static bool
 mincore_cached(int fd, uint64 off, uint64 len, uint64 *cached)
 {
 	long		pagesz = sysconf(_SC_PAGESIZE);
-	size_t		npages = (len + pagesz - 1) / pagesz;
+	size_t		npages;
 	unsigned char *vec;
 	void	   *addr;
 	bool		ok;
@@ -65,6 +72,9 @@ mincore_cached(int fd, uint64 off, uint64 len, uint64 *cached)
 	*cached = 0;
 	if (len == 0)
 		return true;
+	len += off % pagesz;
+	off -= off % pagesz;
+	npages = (len + pagesz - 1) / pagesz;
 	addr = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t) off);
 	if (addr == MAP_FAILED)
 		return false;
@@ -108,7 +118,8 @@ pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
 
 /*
  * Cached and dirty pages of one open file: cachestat(2) where the kernel has
- * it (6.5+), else mincore() on a mapping (no dirty count then).
+ * it (6.5+) and the file is on no overlay, else mincore() on a mapping (no
+ * dirty count then).
  */
 bool
 pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)

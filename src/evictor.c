@@ -486,11 +486,11 @@ record_folio(const struct pce_folio_event *ev)
 	if (!tf)
 	{
 		/* the one rule: relation files, and for external trees more (file_index.c) */
-		if (!pce_file_index_lookup(&key, external))
+		if (!pce_file_index_lookup(&key, ev->index, external))
 			return;
 		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
-		tf->every_scan = !external || pce_file_index_lookup(&key, false);
+		tf->every_scan = !external || pce_file_index_lookup(&key, ev->index, false);
 	}
 	if (!external && !tf->every_scan)
 		return;					/* a WAL segment an external tree read first */

@@ -54,9 +54,12 @@
  * on several file systems it changes them, and the files are not found).
  * Neither stat() nor /proc tells user space the real device (/proc's maps
  * name the overlay's too, since 6.8), so the index learns it: the first
- * record of a device no indexed directory is on, whose inode number is
- * one of an overlay's files, names that overlay's real device
- * (learn_overlay_device).  Until then its files are not found.
+ * record whose inode number is one of an overlay's files, and whose page
+ * that file has cached, names that overlay's real device
+ * (learn_overlay_device).  Until then its files are not found.  (A file
+ * copied up from a lower layer is named by its lower inode's number, which
+ * the tracker does not see: a relation file of an image's data directory
+ * is not found until PostgreSQL rewrites it.)
  *
  *-------------------------------------------------------------------------
  */
@@ -87,6 +90,9 @@
 
 /* a miss looks at the directories at most this often */
 #define REFRESH_MIN_MS		100
+/* a miss that may be an overlay's file: the wait for its first page, the retries */
+#define OVERLAY_WAIT_MS		20
+#define OVERLAY_RETRY_MS	5
 /* the negative cache is emptied when it grows beyond this */
 #define NEGATIVE_MAX		65536
 /* longest relation file name: 10 digits, "_init", ".", 10 digits */
@@ -138,6 +144,9 @@ typedef struct NegativeEntry
 {
 	PceFileKey	key;
 	uint64		epoch;			/* index_epoch when it missed */
+	bool		overlay_file;	/* its inode number is an unlearned overlay's file's */
+	uint64		page;			/* the page of its first record */
+	TimestampTz missed_at;		/* when it last missed */
 } NegativeEntry;
 
 /* An overlay: the device stat() reports, and the one the tracker records. */
@@ -244,18 +253,6 @@ note_overlay(const char *path, dev_t st_dev)
 	noverlays++;
 }
 
-/* Is dev the device of a directory of the index (as the tracker names it)? */
-static bool
-indexed_device(dev_t dev)
-{
-	dlist_iter	iter;
-
-	dlist_foreach(iter, &indexed_dirs)
-		if (tracked_dev(dlist_container(IndexedDir, node, iter.cur)->dev) == dev)
-			return true;
-	return false;
-}
-
 /* The file of an overlay not learned yet whose inode number is ino, or NULL. */
 static IndexedFile *
 unlearned_overlay_file(ino_t ino, OverlayDevice **overlay)
@@ -280,23 +277,57 @@ unlearned_overlay_file(ino_t ino, OverlayDevice **overlay)
 }
 
 /*
- * key missed: is it a file of an overlay whose real device is not known
- * yet?  Then key's device is that overlay's real one (see the top of this
- * file): its directories are read again, keyed by it.  A device some
- * directory of the index is on teaches nothing: a file there that is not
- * tracked (a temporary file on a tablespace's volume) may share its inode
- * number with one of the overlay's, as files of two file systems do.  (So
- * an overlay whose layers are on the file system of a tablespace is not
- * learned.)
+ * Is page of f cached, as seen through the overlay (pce_cachestat counts an
+ * overlay file's pages with mincore(), which counts a page once it is read
+ * in)?  A record comes as its page is being read in: wait at most wait_ms
+ * for it.
  */
 static bool
-learn_overlay_device(const PceFileKey *key)
+overlay_page_cached(const IndexedFile *f, uint64 page, int wait_ms)
+{
+	char		path[MAXPGPATH];
+	long		pagesz = sysconf(_SC_PAGESIZE);
+	struct stat st;
+	PceCacheStat cs;
+	bool		cached = false;
+	int			fd;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", DataDir, f->dir->relpath, f->name);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && page < (uint64) (st.st_size + pagesz - 1) / pagesz)
+	{
+		for (int waited = 0;; waited++)
+		{
+			cached = pce_cachestat(fd, page * pagesz, pagesz, &cs) && cs.cached > 0;
+			if (cached || waited >= wait_ms)
+				break;
+			pg_usleep(1000L);
+		}
+	}
+	close(fd);
+	return cached;
+}
+
+/*
+ * key missed, for a record of its page page: is it a file of an overlay
+ * whose real device is not known yet?  Then key's device is that overlay's
+ * real one (see the top of this file), and its directories are read again,
+ * keyed by it.  A file of another file system (read by a marked COPY FROM,
+ * or an external tree) may share its inode number with one of the
+ * overlay's, so the overlay's file must also have that page cached: the
+ * record says it was just read in.  (Waited for at the first record, once
+ * per file: the records that come before the overlay is learned are lost,
+ * and their pages stay.)
+ */
+static bool
+learn_overlay_device(const PceFileKey *key, uint64 page, int wait_ms)
 {
 	OverlayDevice *overlay;
 	IndexedFile *f = unlearned_overlay_file(key->ino, &overlay);
 	dlist_iter	iter;
 
-	if (!f || indexed_device(key->dev))
+	if (!f || !overlay_page_cached(f, page, wait_ms))
 		return false;
 	overlay->real = key->dev;
 	ereport(LOG,
@@ -515,10 +546,13 @@ refresh_due(void)
 	return TimestampDifferenceExceeds(refreshed_at, GetCurrentTimestamp(), REFRESH_MIN_MS);
 }
 
-/* Remember a key that names no tracked file, and say so once. */
+/*
+ * Remember a key that names no tracked file, and say so once.
+ */
 static void
-remember_miss(const PceFileKey *key)
+remember_miss(const PceFileKey *key, uint64 page)
 {
+	OverlayDevice *overlay;
 	NegativeEntry *neg;
 	bool		found;
 
@@ -532,21 +566,41 @@ remember_miss(const PceFileKey *key)
 	}
 	neg = hash_search(negative, key, HASH_ENTER, &found);
 	neg->epoch = index_epoch;
+	neg->overlay_file = unlearned_overlay_file(key->ino, &overlay) != NULL;
+	neg->missed_at = GetCurrentTimestamp();
 	if (found)
 		return;
+	neg->page = page;
 	pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
 	elog(DEBUG1, "pg_cache_ext: device %u:%u inode %lu (generation %u) is no tracked file of this cluster (a temporary file, a file outside the data directory, or gone): its pages are left to the kernel",
 		 major(key->dev), minor(key->dev), (unsigned long) key->ino, key->generation);
 }
 
 /*
+ * Is a key that missed worth looking up again?  Once the index changed, and
+ * at most every REFRESH_MIN_MS.  One whose inode number is an unlearned
+ * overlay's file's every OVERLAY_RETRY_MS (learn_overlay_device): the page
+ * of its first record may have been read in slower than it waited, and the
+ * scan's records until the overlay is learned are not tracked.
+ */
+static bool
+retry_due(const NegativeEntry *neg)
+{
+	if (neg->overlay_file)
+		return TimestampDifferenceExceeds(neg->missed_at, GetCurrentTimestamp(),
+										  OVERLAY_RETRY_MS);
+	return neg->epoch != index_epoch && refresh_due();
+}
+
+/*
  * Is key a file of this cluster tracked for this reader: a relation file,
  * or (for an external tree, external) any file of the index?  Looks at the
- * directories that changed when it is not known yet; remembers the ones
- * that are not.
+ * directories that changed when it is not known yet, and learns an
+ * overlay's device from it (page: the page the record names); remembers
+ * the ones that are not.
  */
 bool
-pce_file_index_lookup(const PceFileKey *key, bool external)
+pce_file_index_lookup(const PceFileKey *key, uint64 page, bool external)
 {
 	NegativeEntry *neg;
 	IndexedFile *f = index_find(key);
@@ -554,12 +608,13 @@ pce_file_index_lookup(const PceFileKey *key, bool external)
 	if (f)
 		return external || f->is_relation;
 	neg = hash_search(negative, key, HASH_FIND, NULL);
-	if (neg && (neg->epoch == index_epoch || !refresh_due()))
+	if (neg && !retry_due(neg))
 		return false;
 	if (refresh_due())
 		refresh_index();
 	f = index_find(key);
-	if (!f && learn_overlay_device(key))
+	if (!f && learn_overlay_device(key, neg ? neg->page : page,
+								   neg ? 0 : OVERLAY_WAIT_MS))
 		f = index_find(key);
 	if (f)
 	{
@@ -567,7 +622,7 @@ pce_file_index_lookup(const PceFileKey *key, bool external)
 			hash_search(negative, key, HASH_REMOVE, NULL);
 		return external || f->is_relation;
 	}
-	remember_miss(key);
+	remember_miss(key, page);
 	return false;
 }
 

@@ -252,7 +252,7 @@ typedef struct PceFileKey
 } PceFileKey;
 extern bool pce_is_relation_file_name(const char *name);
 extern void pce_file_index_init(void);
-extern bool pce_file_index_lookup(const PceFileKey *key, bool external);
+extern bool pce_file_index_lookup(const PceFileKey *key, uint64 page, bool external);
 extern void pce_file_index_keep_current(void);
 extern int	pce_file_index_open(const PceFileKey *key);
 typedef struct PceRelationFile

@@ -255,7 +255,7 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 		now_ns - pos.updated_ns > (uint64) POSITION_MAX_AGE_MS * 1000000)
 		return true;
 	key = pce_file_key_from_kernel(pos.dev, pos.ino, pos.generation);
-	if (!pce_file_index_lookup(&key, false) || !pce_file_index_relation(&key, &rel))
+	if (!pce_file_index_lookup(&key, pos.index, false) || !pce_file_index_relation(&key, &rel))
 		return true;			/* not a relation file (WAL, a temporary file) */
 	page = rel.segno * pages_per_segment() + pos.index;
 	start = rel.segno * pages_per_segment() + pos.start_index;

@@ -47,8 +47,20 @@ my ($node, $s) = stock_node('overlay',
 my $size = table_in_tablespace($node, 'on_overlay', $ts);
 cmp_ok($size, '>', 64 * $mb, sprintf('the table on the overlay is over 64 MB (%.0f MB)', $size / $mb));
 
+# What the kernel holds of the table's real file (the upper layer's), as
+# fincore(1) sees it: not the module's own measurement, which t/032 tests.
+sub upper_cached_mb
+{
+	my $rel = $node->safe_psql('postgres', "SELECT pg_relation_filepath('on_overlay')");
+	$rel =~ s{^pg_tblspc/\d+/}{};
+	my $out = `fincore -b -n -o RES '/run/pce-test-ts-$name/upper/ts/$rel'`;
+	die "fincore of the upper layer's file failed" if $? || $out !~ /^\d+$/;
+	return sprintf('%.1f', $out / $mb);
+}
+
 # through the overlay, cachestat would count none of the control's pages
 unmarked_cold_read_stays($node, 'on_overlay');
+cmp_ok(upper_cached_mb(), '>', 64 * 0.9, 'control: fincore of the upper layer\'s file agrees');
 
 # a marked cold scan, with each of 18's ways of reading (an I/O worker
 # reads through the overlay with the mounter's credentials)
@@ -56,8 +68,10 @@ my $log_offset = -s $node->logfile;
 for my $method (io_methods($node))
 {
 	use_io_method($node, $method);
-	marked_cold_scan_within_budget($node, 'on_overlay', $size, $budget_mb,
-		defined $method ? " (io_method $method)" : '');
+	my $how = defined $method ? " (io_method $method)" : '';
+	marked_cold_scan_within_budget($node, 'on_overlay', $size, $budget_mb, $how);
+	my $upper = upper_cached_mb();
+	cmp_ok($upper, '<=', $budget_mb + 1, "fincore of the upper layer's file agrees ($upper MB)$how");
 }
 like(slurp_file($node->logfile, $log_offset),
 	qr/the overlay file system on device \d+:\d+ keeps its files on device \Q$real\E\b/,
