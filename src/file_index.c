@@ -276,6 +276,16 @@ unlearned_overlay_file(ino_t ino, OverlayDevice **overlay)
 	return NULL;
 }
 
+/* Open the indexed file f for reading (by its path: -1 if that is gone). */
+static int
+open_indexed_file(const IndexedFile *f)
+{
+	char		path[MAXPGPATH];
+
+	snprintf(path, sizeof(path), "%s/%s/%s", DataDir, f->dir->relpath, f->name);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 /*
  * Is page of f cached, as seen through the overlay (pce_cachestat counts an
  * overlay file's pages with mincore(), which counts a page once it is read
@@ -285,15 +295,13 @@ unlearned_overlay_file(ino_t ino, OverlayDevice **overlay)
 static bool
 overlay_page_cached(const IndexedFile *f, uint64 page, int wait_ms)
 {
-	char		path[MAXPGPATH];
 	long		pagesz = sysconf(_SC_PAGESIZE);
 	struct stat st;
 	PceCacheStat cs;
 	bool		cached = false;
 	int			fd;
 
-	snprintf(path, sizeof(path), "%s/%s/%s", DataDir, f->dir->relpath, f->name);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if ((fd = open_indexed_file(f)) < 0)
 		return false;
 	if (fstat(fd, &st) == 0 && page < (uint64) (st.st_size + pagesz - 1) / pagesz)
 	{
@@ -546,9 +554,7 @@ refresh_due(void)
 	return TimestampDifferenceExceeds(refreshed_at, GetCurrentTimestamp(), REFRESH_MIN_MS);
 }
 
-/*
- * Remember a key that names no tracked file, and say so once.
- */
+/* Remember a key that names no tracked file, and say so once. */
 static void
 remember_miss(const PceFileKey *key, uint64 page)
 {
@@ -667,12 +673,9 @@ pce_file_index_open(const PceFileKey *key)
 
 		if (f)
 		{
-			char		path[MAXPGPATH];
 			struct stat st;
-			int			fd;
+			int			fd = open_indexed_file(f);
 
-			snprintf(path, sizeof(path), "%s/%s/%s", DataDir, f->dir->relpath, f->name);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
 			if (fd >= 0 && fstat(fd, &st) == 0 &&
 				tracked_dev(st.st_dev) == key->dev && st.st_ino == key->ino &&
 				same_generation(fd, key->generation))
