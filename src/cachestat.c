@@ -87,27 +87,13 @@ mincore_cached(int fd, uint64 off, uint64 len, uint64 *cached)
 	return ok;
 }
 
-/*
- * How many pages of len bytes of fd from off (len 0: to the end of the
- * file) are cached, dirty, under writeback: cachestat(2), or mincore() on
- * an overlay (no dirty count then).  False where the kernel lacks
- * cachestat (before 6.5) and the file is on no overlay.
- */
-bool
-pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
+/* cachestat(2) of len bytes of fd from off (len 0: to the end of the file) */
+static bool
+cachestat_pages(int fd, uint64 off, uint64 len, PceCacheStat *out)
 {
 	struct pce_cachestat_range range = {off, len};
 	struct pce_cachestat cs;
 
-	if (on_overlay(fd))
-	{
-		struct stat st;
-
-		if (len == 0)
-			len = fstat(fd, &st) == 0 && st.st_size > off ? st.st_size - off : 0;
-		out->dirty = out->writeback = 0;
-		return mincore_cached(fd, off, len, &out->cached);
-	}
 	if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0)
 		return false;
 	out->cached = cs.nr_cache;
@@ -117,9 +103,28 @@ pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
 }
 
 /*
- * Cached and dirty pages of one open file: cachestat(2) where the kernel has
- * it (6.5+) and the file is on no overlay, else mincore() on a mapping (no
- * dirty count then).
+ * How many pages of len bytes of fd from off (len 0: to the end of the
+ * file) are cached, dirty, under writeback: cachestat(2), or mincore() on
+ * an overlay (no dirty count then).  False where the kernel lacks
+ * cachestat (before 6.5) and the file is on no overlay.
+ */
+bool
+pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
+{
+	struct stat st;
+
+	if (!on_overlay(fd))
+		return cachestat_pages(fd, off, len, out);
+	if (len == 0)
+		len = fstat(fd, &st) == 0 && st.st_size > off ? st.st_size - off : 0;
+	out->dirty = out->writeback = 0;
+	return mincore_cached(fd, off, len, &out->cached);
+}
+
+/*
+ * Cached and dirty pages of one open file of size bytes: cachestat(2)
+ * where the kernel has it (6.5+) and the file is on no overlay, else
+ * mincore() on a mapping (no dirty count then).
  */
 bool
 pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char **method)
@@ -128,11 +133,11 @@ pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char
 	long		pagesz = sysconf(_SC_PAGESIZE);
 	uint64		pages;
 
-	if (pce_cachestat(fd, 0, 0, &cs))
+	if (!on_overlay(fd) && cachestat_pages(fd, 0, 0, &cs))
 	{
 		*cached += cs.cached * pagesz;
 		*dirty += cs.dirty * pagesz;
-		*method = on_overlay(fd) ? "mincore" : "cachestat";
+		*method = "cachestat";
 		return true;
 	}
 	if (!mincore_cached(fd, 0, size > 0 ? size : 0, &pages))

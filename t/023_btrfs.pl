@@ -37,7 +37,7 @@ my $fstype = `stat -f -c %T '$ts'`;
 chomp $fstype;
 is($fstype, 'btrfs', 'the tablespace is on btrfs');
 
-unmarked_cold_read_stays($node, 'on_btrfs');
+unmarked_cold_read_stays($node, 'on_btrfs', $size);
 marked_cold_scan_within_budget($node, 'on_btrfs', $size, $budget_mb, ' (btrfs)');
 
 # ---- the scan's own read-ahead is btrfs's ----
