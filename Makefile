@@ -36,11 +36,20 @@ TAP_TESTS = 1
 PG_CPPFLAGS = -I$(srcdir)/bpf
 SHLIB_LINK = -lbpf
 
-EXTRA_CLEAN = bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(RUNNER) $(TEST_TOOLS) $(FUZZERS)
+EXTRA_CLEAN = src/.built-for-pg bpf/*.bpf.o bpf/*.skel.h bpf/vmlinux.h $(LOADER) $(RUNNER) $(TEST_TOOLS) $(FUZZERS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The PostgreSQL the module's objects were built against: objects of a
+# tree built for another version are built again, not installed into this
+# one (the server would refuse to start with an undefined symbol).
+PG_BUILD_STAMP = src/.built-for-pg
+$(PG_BUILD_STAMP): FORCE
+	@v='$(shell $(PG_CONFIG) --version)'; [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" > $@
+$(OBJS): $(PG_BUILD_STAMP)
+.PHONY: FORCE
 
 # ---------------------------------------------------------------------
 # BPF objects and skeletons

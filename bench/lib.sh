@@ -2,12 +2,22 @@
 #
 # Everything the benchmark creates lives below $BENCH_DIR (a directory on a
 # real disk, never tmpfs: page cache of tmpfs files is shmem, which neither the
-# tracker nor posix_fadvise can drop) and in two cgroups made below this
-# process's own memory and blkio cgroups.  cleanup() undoes all of it.
+# tracker nor posix_fadvise can drop) and in cgroups of its own: below this
+# process's memory and blkio cgroups on cgroup v1, below the root of the
+# unified hierarchy on cgroup v2 (a systemd host).  cleanup() undoes all of it.
 
 . "$(dirname "${BASH_SOURCE[0]}")/worker.sh"
 
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+# The server the benchmarks run: $PG_MAJOR's, else the newest installed
+# (the one scripts/setup.sh builds against); re-read after setup.sh ran.
+pg_bindir() {
+	local v=${PG_MAJOR:-}
+	[ -n "$v" ] || v=$(dpkg-query -W -f='${Package} ${Status}\n' 'postgresql-[0-9]*' 2>/dev/null |
+		awk '$1 ~ /^postgresql-[0-9]+$/ && /install ok installed/ { sub(/^postgresql-/, "", $1); print $1 }' |
+		sort -n | tail -1)
+	echo "/usr/lib/postgresql/${v:-15}/bin"
+}
+PGBIN=${PGBIN:-$(pg_bindir)}
 PGUSER_OS=postgres
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -19,50 +29,148 @@ as_pg() { runuser -u "$PGUSER_OS" -- "$@"; }
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SOCK_DIR" -p "$PGPORT" -U postgres -d bench -c "$1"; }
 q_db() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SOCK_DIR" -p "$PGPORT" -U postgres -d "$1" -c "$2"; }
 
-# ---- cgroups (v1 memory + blkio) ----
+# ---- cgroups: v1 (memory + blkio) or v2 (memory + io, unified) ----
+#
+# MEMCG holds the cluster's memory limit (LIMIT_MB) and is where its
+# counters are read; CLUSTER_CG is where the cluster's processes start;
+# MEMCG_SCAN (below MEMCG, SCAN_CG_MB) is the scan cgroup of (e); BLKCG is
+# v1's blkio cgroup (empty on v2, where MEMCG's io.max throttles).  v2 puts
+# processes only in leaves, so there the cluster starts in MEMCG/main.
+
+CG_VERSION=1
+CG2_ROOT=/sys/fs/cgroup
 
 cg_self_path() {	# $1 = controller name as in /proc/self/cgroup
 	awk -F: -v c="$1" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) print $3 }' /proc/self/cgroup | head -1
 }
 
+# The file of each knob and counter, by version: one table.
+cg_file() {	# $1 = limit | usage
+	case "$CG_VERSION:$1" in
+		1:limit) echo memory.limit_in_bytes ;;
+		2:limit) echo memory.max ;;
+		1:usage) echo memory.usage_in_bytes ;;
+		2:usage) echo memory.current ;;
+	esac
+}
+
+# memory.stat's key for a counter: v1's hierarchical total_ keys, v2's own
+# names (hierarchical already)
+cg_stat_key() {	# $1 = cache | dirty | writeback | active_file | inactive_file | workingset_refault_file | pgmajfault
+	case "$CG_VERSION:$1" in
+		1:*) echo "total_$1" ;;
+		2:cache) echo file ;;
+		2:dirty | 2:writeback) echo "file_$1" ;;
+		2:*) echo "$1" ;;
+	esac
+}
+
+# the memory limit of cgroup $1 (default MEMCG): $2 MB, or "max" (none)
+cg_set_limit() {
+	local cg=$1 v=$2
+	if [ "$v" != max ]; then
+		v=$((v * 1024 * 1024))
+	elif [ "$CG_VERSION" = 1 ]; then
+		v=-1
+	fi
+	echo "$v" > "$cg/$(cg_file limit)"
+}
+
+# times the cluster's cgroup hit its limit (v1 failcnt, v2 memory.events max)
+cg_limit_hits() {
+	if [ "$CG_VERSION" = 1 ]; then
+		cat "$MEMCG/memory.failcnt"
+	else
+		awk '$1 == "max" { print $2 }' "$MEMCG/memory.events"
+	fi
+}
+
+# process $1 (a subshell's $BASHPID) into the cgroups of $2: cluster or scan
+cg_enter() {
+	local pid=$1 which=$2
+	if [ "$which" = scan ]; then echo "$pid" > "$MEMCG_SCAN/cgroup.procs"; else echo "$pid" > "$CLUSTER_CG/cgroup.procs"; fi
+	[ -z "$BLKCG" ] || echo "$pid" > "$BLKCG/cgroup.procs"
+}
+
 cg_setup() {
+	if [ -f "$CG2_ROOT/cgroup.controllers" ]; then
+		cg2_setup
+	else
+		cg1_setup
+	fi
+	cg_set_limit "$MEMCG" "$LIMIT_MB"
+	cg_set_limit "$MEMCG_SCAN" "$SCAN_CG_MB"
+	disk_majmin "$BENCH_DIR"
+	cg_throttle
+}
+
+cg1_setup() {
 	local memroot=/sys/fs/cgroup/memory blkroot=/sys/fs/cgroup/blkio
-	[ -d "$memroot" ] || die "no cgroup v1 memory controller at $memroot"
+	[ -d "$memroot" ] || die "no cgroup v1 memory controller at $memroot, and no cgroup v2 at $CG2_ROOT"
 	MEMCG="$memroot$(cg_self_path memory)/pce-bench-$$"
 	MEMCG_SCAN="$MEMCG/scan"
+	CLUSTER_CG=$MEMCG
 	mkdir -p "$MEMCG" "$MEMCG_SCAN"
-	echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
-	echo $((SCAN_CG_MB * 1024 * 1024)) > "$MEMCG_SCAN/memory.limit_in_bytes"
 	BLKCG=""
 	if [ -d "$blkroot" ]; then
 		BLKCG="$blkroot$(cg_self_path blkio)/pce-bench-$$"
 		BLKCG=${BLKCG//\/\//\/}
 		mkdir -p "$BLKCG" 2>/dev/null || BLKCG=""
 	fi
-	disk_majmin "$BENCH_DIR"
-	if [ -n "$BLKCG" ] && [ "${THROTTLE_IOPS:-0}" -gt 0 ]; then
+}
+
+# below the root, which may enable controllers whatever its processes
+cg2_setup() {
+	local c
+	CG_VERSION=2
+	for c in memory io; do
+		grep -qw "$c" "$CG2_ROOT/cgroup.controllers" || die "cgroup v2 has no $c controller here"
+		grep -qw "$c" "$CG2_ROOT/cgroup.subtree_control" || echo "+$c" > "$CG2_ROOT/cgroup.subtree_control"
+	done
+	MEMCG="$CG2_ROOT/pce-bench-$$"
+	MEMCG_SCAN="$MEMCG/scan"
+	CLUSTER_CG="$MEMCG/main"
+	BLKCG=""
+	mkdir -p "$MEMCG"
+	echo "+memory +io" > "$MEMCG/cgroup.subtree_control"
+	mkdir -p "$CLUSTER_CG" "$MEMCG_SCAN"
+}
+
+# the read throttle (THROTTLE_IOPS, THROTTLE_MBPS), and on v1 the rule that
+# makes blkio count the cgroup's bytes at all
+cg_throttle() {
+	local bps=$((1 << 40))	# a rule no disk reaches (1 TiB/s): v1 counts bytes only under a rule
+	[ "${THROTTLE_MBPS:-0}" -gt 0 ] && bps=$((THROTTLE_MBPS * 1024 * 1024))
+	if [ "$CG_VERSION" = 2 ]; then
+		local rule="$DISK_DEV"
+		[ "${THROTTLE_IOPS:-0}" -gt 0 ] && rule="$rule riops=$THROTTLE_IOPS"
+		[ "${THROTTLE_MBPS:-0}" -gt 0 ] && rule="$rule rbps=$bps"
+		[ "$rule" = "$DISK_DEV" ] || echo "$rule" > "$MEMCG/io.max" || die "cannot throttle reads on $DISK_DEV"
+		return 0
+	fi
+	[ -n "$BLKCG" ] || return 0
+	if [ "${THROTTLE_IOPS:-0}" -gt 0 ]; then
 		echo "$DISK_DEV $THROTTLE_IOPS" > "$BLKCG/blkio.throttle.read_iops_device" ||
 			die "cannot throttle read IOPS on $DISK_DEV"
 	fi
-	if [ -n "$BLKCG" ]; then
-		# blk-throttle counts bytes only for cgroups with a rule: without a
-		# throttle, set a rule no disk reaches (1 TiB/s) to get the counter
-		local bps=$((1 << 40))
-		[ "${THROTTLE_MBPS:-0}" -gt 0 ] && bps=$((THROTTLE_MBPS * 1024 * 1024))
-		echo "$DISK_DEV $bps" > "$BLKCG/blkio.throttle.read_bps_device" ||
-			die "cannot set a read bandwidth rule on $DISK_DEV"
-	fi
+	echo "$DISK_DEV $bps" > "$BLKCG/blkio.throttle.read_bps_device" ||
+		die "cannot set a read bandwidth rule on $DISK_DEV"
 }
 
-# DISK_NAME and DISK_DEV (MAJ:MIN) of the whole disk holding directory $1
+# DISK_NAME and DISK_DEV (MAJ:MIN) of the whole disk holding directory $1:
+# the block device stat() names, or its disk if it is a partition (df's
+# source where stat names no block device, as on btrfs)
 disk_majmin() {
-	local src name parent
-	src=$(df --output=source "$1" | tail -1)
-	name=$(basename "$(readlink -f "$src")")
-	parent=$(lsblk -no PKNAME "/dev/$name" 2>/dev/null | head -1)
-	[ -n "$parent" ] && name=$parent
-	DISK_NAME=$name
-	DISK_DEV=$(cat "/sys/class/block/$name/dev" 2>/dev/null || echo "0:0")
+	local d sys src
+	d=$(stat -c %d "$1")
+	sys=$(readlink -f "/sys/dev/block/$(((d >> 8) & 0xfff)):$(((d & 0xff) | ((d >> 12) & 0xfff00)))" || true)
+	if [ ! -f "$sys/dev" ]; then
+		src=$(df --output=source "$1" | tail -1)
+		sys=$(readlink -f "/sys/class/block/$(basename "$(readlink -f "$src")")" || true)
+	fi
+	[ ! -f "$sys/partition" ] || sys=$(dirname "$sys")
+	DISK_NAME=$(basename "$sys")
+	DISK_DEV=$(cat "$sys/dev" 2>/dev/null || echo "0:0")
 }
 
 # The disk's read-ahead window for the run (READ_AHEAD_KB, if set): the
@@ -98,20 +206,27 @@ read_ahead_restore() {
 
 cg_cleanup() {
 	local cg
-	for cg in "$MEMCG_SCAN" "$MEMCG" "$BLKCG"; do
+	for cg in "$MEMCG_SCAN" "$CLUSTER_CG" "$MEMCG" "$BLKCG"; do
 		[ -n "$cg" ] && [ -d "$cg" ] || continue
-		# move stragglers (there should be none) to the parent, then remove
-		while read -r p; do echo "$p" > "$(dirname "$cg")/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
+		# move stragglers (there should be none) out, then remove: to the
+		# parent on v1, to the root on v2 (a parent with controllers on
+		# for its children takes no process)
+		local to=$(dirname "$cg")
+		[ "$CG_VERSION" = 1 ] || to=$CG2_ROOT
+		while read -r p; do echo "$p" > "$to/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
 		rmdir "$cg" 2>/dev/null || true
 	done
 }
 
-memstat() {	# $1 = cgroup dir, $2 = key (hierarchical total_ value)
-	awk -v k="total_$2" '$1 == k { print $2 }' "$1/memory.stat"
+memstat() {	# $1 = cgroup dir, $2 = counter (cg_stat_key), its hierarchical value
+	awk -v k="$(cg_stat_key "$2")" '$1 == k { print $2 }' "$1/memory.stat"
 }
 
-blk_read_bytes() {	# bytes read from the disk by the cluster's blkio cgroup
-	if [ -n "$BLKCG" ] && [ -r "$BLKCG/blkio.throttle.io_service_bytes" ]; then
+blk_read_bytes() {	# bytes read from the disk by the cluster's cgroup
+	if [ "$CG_VERSION" = 2 ]; then
+		awk -v d="$DISK_DEV" '$1 == d { for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) { sub(/^rbytes=/, "", $i); s += $i } }
+			END { printf "%.0f\n", s }' "$MEMCG/io.stat"
+	elif [ -n "$BLKCG" ] && [ -r "$BLKCG/blkio.throttle.io_service_bytes" ]; then
 		awk -v d="$DISK_DEV" '$1 == d && $2 == "Read" { s += $3 } END { printf "%.0f\n", s }' \
 			"$BLKCG/blkio.throttle.io_service_bytes"
 	else	# whole-disk counter (includes other processes' reads)
@@ -124,8 +239,7 @@ blk_read_bytes() {	# bytes read from the disk by the cluster's blkio cgroup
 pg_start() {
 	# the postmaster (and so every backend) starts inside the memory and blkio cgroups
 	(
-		echo "$BASHPID" > "$MEMCG/cgroup.procs"
-		[ -n "$BLKCG" ] && echo "$BASHPID" > "$BLKCG/cgroup.procs"
+		cg_enter "$BASHPID" cluster
 		exec runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA" -l "$BENCH_DIR/server.log" -w -t 120 start >/dev/null
 	) || { tail -20 "$BENCH_DIR/server.log" >&2; die "server did not start"; }
 }

@@ -86,7 +86,7 @@ die "no phases found in $out/phases\n" unless @phases;
 
 # ---- aggregate over rounds: key = dist/scan/config ----
 my (%agg, @wl_order, %seen_wl);
-my @num = qw(tps tps_whole p50_ms p95_ms p99_ms lat_avg_ms refaults_file pgmajfault pgpgin_pages disk_read_bytes
+my @num = qw(tps tps_whole p50_ms p95_ms p99_ms lat_avg_ms refaults_file pgmajfault disk_read_bytes
 	hot_cached_end_pct hot_cached_start_pct scans_done pce_bytes_dropped);
 for my $ph (@phases) {
 	my $wl = "$ph->{dist}:$ph->{scan}";

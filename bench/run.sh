@@ -115,6 +115,7 @@ if [ ! -x "$PGBIN/pg_cache_ext_loader" ] || [ ! -x "$PGBIN/pg_cache_ext_run" ] |
 	[ ! -f "$($PGBIN/pg_config --pkglibdir)/pgfincore.so" ]; then
 	log "pg_cache_ext or pgfincore not installed: running scripts/setup.sh"
 	bash "$SRC/scripts/setup.sh"
+	PGBIN=$(pg_bindir)
 fi
 mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
@@ -135,7 +136,7 @@ if [ "$(damon_state)" != off ]; then
 		"(e.g. copies of blocks held in shared_buffers) in every configuration"
 fi
 log "mode $MODE, configs $CONFIGS, workloads: $WORKLOADS; ${DUR}s per phase"
-log "memory cgroup $MEMCG limit ${LIMIT_MB} MiB; blkio cgroup ${BLKCG:-none} (disk $DISK_NAME $DISK_DEV)" \
+log "cgroup v$CG_VERSION: memory cgroup $MEMCG limit ${LIMIT_MB} MiB; reads counted in ${BLKCG:-$MEMCG} (disk $DISK_NAME $DISK_DEV)" \
 	"; read throttle: iops ${THROTTLE_IOPS:-0}, MB/s ${THROTTLE_MBPS:-0} (0 = none)"
 
 # ---- dataset ----
@@ -257,17 +258,16 @@ scanner() {
 # the scan cgroup instead; (a), (d) and the rest run it as it is.  timeout
 # stops the one in flight at the deadline (the wrapper passes SIGTERM on).
 tar_scanner() {
-	local cfg=$1 deadline=$2 n=0 wrap=() cg=$MEMCG left
+	local cfg=$1 deadline=$2 n=0 wrap=() cg=cluster left
 	case "$cfg" in
 		b | c) wrap=("$PGBIN/pg_cache_ext_run" -D "$PGDATA" --) ;;
-		e) cg=$MEMCG_SCAN ;;
+		e) cg=scan ;;
 	esac
 	sleep 1
 	while left=$((deadline - $(date +%s))) && [ "$left" -gt 0 ]; do
 		# enter the cgroups first, then become postgres (setpriv execs: no process between)
-		sh -c 'echo $$ > "$1/cgroup.procs"; [ -z "$2" ] || echo $$ > "$2/cgroup.procs"; shift 2; exec "$@"' \
-			sh "$cg" "$BLKCG" timeout "$left" setpriv --reuid postgres --regid postgres --init-groups -- \
-			"${wrap[@]}" tar -cf - -C "$PGDATA" . 2>/dev/null | cat > /dev/null && n=$((n + 1))
+		( cg_enter "$BASHPID" "$cg" && exec timeout "$left" setpriv --reuid postgres --regid postgres --init-groups -- \
+			"${wrap[@]}" tar -cf - -C "$PGDATA" . 2>/dev/null ) | cat > /dev/null && n=$((n + 1))
 	done
 	echo "$n"
 }
@@ -302,15 +302,15 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 		*) set_mode off ;;
 	esac
 	# (y): no memory limit for this phase (restored at its end)
-	[ "$cfg" = y ] && echo -1 > "$MEMCG/memory.limit_in_bytes"
+	[ "$cfg" = y ] && cg_set_limit "$MEMCG" max
 	# same starting point: cold cache, hot set read back, OLTP warm-up
 	evict_cluster_cache
 	q "SELECT pg_prewarm('pgbench_accounts', 'read'), pg_prewarm('pgbench_accounts_pkey', 'read')" >/dev/null
 	pgb -c "$CLIENTS" -j "$CLIENTS" -T "$WARM" -f "$OUT/oltp_$dist.sql" >/dev/null 2>&1
-	local hot0 ref0 maj0 pgin0 rd0 drop0 t_start deadline
+	local hot0 ref0 maj0 rd0 drop0 t_start deadline
 	hot0=$(hot_cached)
 	ref0=$(memstat "$MEMCG" workingset_refault_file); maj0=$(memstat "$MEMCG" pgmajfault)
-	pgin0=$(memstat "$MEMCG" pgpgin); rd0=$(blk_read_bytes); drop0=$(stat_pce bytes_dropped)
+	rd0=$(blk_read_bytes); drop0=$(stat_pce bytes_dropped)
 	t_start=$(date +%s); deadline=$((t_start + DUR))
 	log "phase $tag: start (hot set ${hot0}% cached after warm-up)"
 
@@ -324,8 +324,8 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 	fi
 	# memory of the cluster's cgroup, once a second (diagnostics: mem.dat)
 	( while [ "$(date +%s)" -lt "$deadline" ]; do
-		echo "$(($(date +%s) - t_start)) $(cat "$MEMCG/memory.usage_in_bytes") $(memstat "$MEMCG" cache)" \
-			"$(memstat "$MEMCG" active_file) $(memstat "$MEMCG" inactive_file) $(cat "$MEMCG/memory.failcnt")" \
+		echo "$(($(date +%s) - t_start)) $(cat "$MEMCG/$(cg_file usage)") $(memstat "$MEMCG" cache)" \
+			"$(memstat "$MEMCG" active_file) $(memstat "$MEMCG" inactive_file) $(cg_limit_hits)" \
 			"$(memstat "$MEMCG" workingset_refault_file)"
 		sleep 1
 	  done > "$dir/mem.dat" ) & mpid="$mpid $!"
@@ -349,12 +349,12 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 	q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'pce_scan%' OR application_name = 'pg_dump'" >/dev/null 2>&1 || true
 	for p in $spids $mpid; do wait "$p" 2>/dev/null || true; done
 	BG_PIDS=""
-	local hot1 ref1 maj1 pgin1 rd1 drop1
+	local hot1 ref1 maj1 rd1 drop1
 	hot1=$(hot_cached)
 	ref1=$(memstat "$MEMCG" workingset_refault_file); maj1=$(memstat "$MEMCG" pgmajfault)
-	pgin1=$(memstat "$MEMCG" pgpgin); rd1=$(blk_read_bytes); drop1=$(stat_pce bytes_dropped)
+	rd1=$(blk_read_bytes); drop1=$(stat_pce bytes_dropped)
 	# measured first: putting the limit back reclaims what (y) kept
-	[ "$cfg" = y ] && echo $((LIMIT_MB * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"
+	[ "$cfg" = y ] && cg_set_limit "$MEMCG" "$LIMIT_MB"
 	local scans=0
 	for f in "$dir"/scans*; do [ -f "$f" ] && scans=$((scans + $(cat "$f" 2>/dev/null || echo 0))); done
 	cat > "$dir/phase.env" <<-EOF
@@ -368,7 +368,6 @@ run_phase() {	# $1 config, $2 oltp dist, $3 scan kind, $4 round
 	hot_cached_end_pct=$hot1
 	refaults_file=$((ref1 - ref0))
 	pgmajfault=$((maj1 - maj0))
-	pgpgin_pages=$((pgin1 - pgin0))
 	disk_read_bytes=$((rd1 - rd0))
 	scans_done=$scans
 	pce_bytes_dropped=$((drop1 - drop0))

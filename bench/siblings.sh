@@ -167,8 +167,8 @@ cached_mb() { q "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relati
 # under-writeback page cache (MB): held.dat's columns 6-9
 io_mb() {
 	awk '{ printf "%.0f %.0f ", $3 / 2048, $7 / 2048 }' "/sys/class/block/$DISK_NAME/stat"
-	awk '$1 == "total_dirty" { d = $2 } $1 == "total_writeback" { w = $2 }
-	     END { printf "%.1f %.1f\n", d / 1048576, w / 1048576 }' "$MEMCG/memory.stat"
+	awk -v d="$(memstat "$MEMCG" dirty)" -v w="$(memstat "$MEMCG" writeback)" \
+		'BEGIN { printf "%.1f %.1f\n", d / 1048576, w / 1048576 }'
 }
 
 # What the VACUUM of the window read, each second while it runs (MB): all it
@@ -219,7 +219,7 @@ trace_reread() {
 
 median() { sort -n "$1" 2>/dev/null | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
 
-set_memory_limit() { echo $(($1 * 1024 * 1024)) > "$MEMCG/memory.limit_in_bytes"; }
+set_memory_limit() { cg_set_limit "$MEMCG" "$1"; }
 
 # One window: $1 config (a, b, r, n, s), $2 round, $3 pgbench rate (r, n) or "".
 run_phase() {

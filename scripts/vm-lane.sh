@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 SRC=$PWD
 VMS=/var/tmp/pce-vms
 VM_PKGS="linux-image-amd64 systemd-sysv udev initramfs-tools kmod util-linux util-linux-extra procps
-	postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev zlib1g-dev
+	postgresql-@V@ postgresql-server-dev-@V@ postgresql-@V@-pgfincore libbpf-dev bpftool clang llvm libelf-dev zlib1g-dev
 	make gcc pkg-config xz-utils xfsprogs"
 # Bump when the root changes in a way a package list does not say: a root
 # with another layout is built again from scratch.

@@ -264,6 +264,23 @@ second_cluster() {
 	systemctl stop "postgresql@$other"
 }
 
+# The README's demo (scripts/demo.sh runs bench/run.sh --short --configs
+# a,b,z) on this host's cgroup v2 under systemd, scaled down for TCG: it
+# runs to its end, and the hot set stays cached with the extension (b)
+# where it leaves the cache without it (a), the control.
+demo_benchmark() {
+	local out=/root/pg_cache_ext/bench/out/latest a b
+	check "demo: bench/run.sh --short --configs a,b runs to its end" \
+		env SCALE=2 SCAN_MB=192 LIMIT_MB=128 SCAN_CG_MB=16 DUR=12 WARM=2 ROUNDS=1 SETTLE=2 \
+		bash /root/pg_cache_ext/bench/run.sh --short --configs a,b >"$STATE/demo.log" 2>&1
+	check "demo: on cgroup v2 (io.max, memory.max)" grep -q '^\[.*\] cgroup v2: ' "$STATE/demo.log"
+	a=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/a-*/phase.env)
+	b=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/b-*/phase.env)
+	say "# demo: hot set cached at the end: ${a:-?}% without the extension, ${b:-?}% with it"
+	check "demo: with pg_cache_ext the hot set stays cached (${b:-?}%)" at_least "${b%.*}" 90
+	check "demo: without it the scans push it out (${a:-?}%, the control)" at_most "${a%.*}" 50
+}
+
 boot2() {
 	active_checks "after reboot"
 	check "after reboot: the unit's loader made the pins again" \
@@ -287,6 +304,7 @@ boot2() {
 	overlay_tablespace 8
 	failing_loader
 	second_cluster
+	demo_benchmark
 }
 
 systemctl is-system-running --wait >/dev/null 2>&1
