@@ -268,11 +268,15 @@ second_cluster() {
 # a,b,z) on this host's cgroup v2 under systemd, scaled down for TCG: it
 # runs to its end, and the hot set stays cached with the extension (b)
 # where it leaves the cache without it (a), the control.
+demo_run() {
+	env SCALE=2 SCAN_MB=192 LIMIT_MB=128 SCAN_CG_MB=16 DUR=12 WARM=2 ROUNDS=1 SETTLE=2 \
+		bash /root/pg_cache_ext/bench/run.sh --short --configs a,b >"$STATE/demo.log" 2>&1
+}
+
 demo_benchmark() {
 	local out=/root/pg_cache_ext/bench/out/latest a b
-	check "demo: bench/run.sh --short --configs a,b runs to its end" \
-		env SCALE=2 SCAN_MB=192 LIMIT_MB=128 SCAN_CG_MB=16 DUR=12 WARM=2 ROUNDS=1 SETTLE=2 \
-		bash /root/pg_cache_ext/bench/run.sh --short --configs a,b >"$STATE/demo.log" 2>&1
+	check "demo: bench/run.sh --short --configs a,b runs to its end" demo_run
+	grep -a 'phase .*: done' "$STATE/demo.log" | sed 's/^/# demo: /' | while read -r l; do say "$l"; done
 	check "demo: on cgroup v2 (io.max, memory.max)" grep -q '^\[.*\] cgroup v2: ' "$STATE/demo.log"
 	a=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/a-*/phase.env)
 	b=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/b-*/phase.env)
