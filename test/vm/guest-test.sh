@@ -278,6 +278,7 @@ demo_benchmark() {
 	check "demo: bench/run.sh --short --configs a,b runs to its end" demo_run
 	grep -a 'phase .*: done' "$STATE/demo.log" | sed 's/^/# demo: /' | while read -r l; do say "$l"; done
 	check "demo: on cgroup v2 (io.max, memory.max)" grep -q '^\[.*\] cgroup v2: ' "$STATE/demo.log"
+	check "demo: its cgroups are gone" bash -c '! ls -d /sys/fs/cgroup/pce-bench-*'
 	a=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/a-*/phase.env)
 	b=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/b-*/phase.env)
 	say "# demo: hot set cached at the end: ${a:-?}% without the extension, ${b:-?}% with it"
