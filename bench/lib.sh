@@ -39,6 +39,7 @@ q_db() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SOCK_DIR" -p "$PGPORT" 
 
 CG_VERSION=1
 CG2_ROOT=/sys/fs/cgroup
+MEMCG="" MEMCG_SCAN="" CLUSTER_CG="" BLKCG=""	# set by cg_setup; cleanup() may run before it
 
 cg_self_path() {	# $1 = controller name as in /proc/self/cgroup
 	awk -F: -v c="$1" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) print $3 }' /proc/self/cgroup | head -1
@@ -65,7 +66,7 @@ cg_stat_key() {	# $1 = cache | dirty | writeback | active_file | inactive_file |
 	esac
 }
 
-# the memory limit of cgroup $1 (default MEMCG): $2 MB, or "max" (none)
+# the memory limit of cgroup $1: $2 MB, or "max" (none)
 cg_set_limit() {
 	local cg=$1 v=$2
 	if [ "$v" != max ]; then
