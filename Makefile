@@ -42,13 +42,13 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# The PostgreSQL the module's objects were built against: objects of a
-# tree built for another version are built again, not installed into this
+# The PostgreSQL the module's objects (and JIT bitcode) were built against:
+# objects of a tree built for another version are built again, not installed into this
 # one (the server would refuse to start with an undefined symbol).
 PG_BUILD_STAMP = src/.built-for-pg
 $(PG_BUILD_STAMP): FORCE
 	@v='$(shell $(PG_CONFIG) --version)'; [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" > $@
-$(OBJS): $(PG_BUILD_STAMP)
+$(OBJS) $(OBJS:.o=.bc): $(PG_BUILD_STAMP)
 .PHONY: FORCE
 
 # ---------------------------------------------------------------------

@@ -89,8 +89,10 @@ cg_limit_hits() {
 # process $1 (a subshell's $BASHPID) into the cgroups of $2: cluster or scan
 cg_enter() {
 	local pid=$1 which=$2
-	if [ "$which" = scan ]; then echo "$pid" > "$MEMCG_SCAN/cgroup.procs"; else echo "$pid" > "$CLUSTER_CG/cgroup.procs"; fi
-	[ -z "$BLKCG" ] || echo "$pid" > "$BLKCG/cgroup.procs"
+	local cg=$CLUSTER_CG
+	[ "$which" != scan ] || cg=$MEMCG_SCAN
+	echo "$pid" > "$cg/cgroup.procs" || return 1
+	[ -z "$BLKCG" ] || echo "$pid" > "$BLKCG/cgroup.procs" || return 1
 }
 
 cg_setup() {
@@ -126,7 +128,10 @@ cg2_setup() {
 	CG_VERSION=2
 	for c in memory io; do
 		grep -qw "$c" "$CG2_ROOT/cgroup.controllers" || die "cgroup v2 has no $c controller here"
-		grep -qw "$c" "$CG2_ROOT/cgroup.subtree_control" || echo "+$c" > "$CG2_ROOT/cgroup.subtree_control"
+		# left on afterwards (systemd turns them on itself); refused where
+		# the root holds processes, as in a container's cgroup namespace
+		grep -qw "$c" "$CG2_ROOT/cgroup.subtree_control" || echo "+$c" > "$CG2_ROOT/cgroup.subtree_control" ||
+			die "cannot enable the $c controller below $CG2_ROOT (a container's cgroup namespace?): run the benchmark on the host"
 	done
 	MEMCG="$CG2_ROOT/pce-bench-$$"
 	MEMCG_SCAN="$MEMCG/scan"

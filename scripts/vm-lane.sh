@@ -157,7 +157,8 @@ stage_source() {
 	local root=$1 v=$2 dst=$1/root/pg_cache_ext
 	rm -rf "$dst"
 	mkdir -p "$dst"
-	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results -cf - . | tar -C "$dst" -xf -
+	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results --exclude=./bench/out -cf - . |
+		tar -C "$dst" -xf -
 	vm_mount "$root"
 	in_root "$root" make -s -C /root/pg_cache_ext clean >/dev/null 2>&1 || true
 	in_root "$root" make -s -C /root/pg_cache_ext >"$root.make.log" 2>&1 || { tail -30 "$root.make.log"; return 1; }

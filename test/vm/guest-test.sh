@@ -275,19 +275,26 @@ second_cluster() {
 # extension; 96 MiB: the dataset's VACUUM was killed, out of memory); the
 # budget (8 MiB) leaves the hot set room beside the scans.
 demo_run() {
+	rm -rf "$STATE/demo-out"
 	env SCALE=3 SCAN_MB=192 LIMIT_MB=136 SCAN_BUDGET_MB=8 SCAN_CG_MB=16 DUR=15 WARM=2 ROUNDS=1 SETTLE=2 \
-		bash /root/pg_cache_ext/bench/run.sh --short --configs a,b >"$STATE/demo.log" 2>&1
+		bash /root/pg_cache_ext/bench/run.sh --short --configs a,b --out "$STATE/demo-out" >"$STATE/demo.log" 2>&1
+}
+
+# the end-of-phase hot set of config $1's one phase of this run
+demo_hot_pct() {
+	local f=("$STATE"/demo-out/latest/phases/"$1"-*/phase.env)
+	[ "${#f[@]}" = 1 ] && [ -f "${f[0]}" ] && sed -n 's/^hot_cached_end_pct=//p' "${f[0]}"
 }
 
 demo_benchmark() {
-	local out=/root/pg_cache_ext/bench/out/latest a b
+	local a b
 	check "demo: bench/run.sh --short --configs a,b runs to its end" demo_run ||
 		grep -av '^    ' "$STATE/demo.log" | tail -12 | sed 's/^/# demo: /' | while read -r l; do say "$l"; done
 	grep -a 'phase .*: done' "$STATE/demo.log" | sed 's/^/# demo: /' | while read -r l; do say "$l"; done
 	check "demo: on cgroup v2 (io.max, memory.max)" grep -q '^\[.*\] cgroup v2: ' "$STATE/demo.log"
 	check "demo: its cgroups are gone" bash -c '! ls -d /sys/fs/cgroup/pce-bench-*'
-	a=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/a-*/phase.env)
-	b=$(sed -n 's/^hot_cached_end_pct=//p' "$out"/phases/b-*/phase.env)
+	a=$(demo_hot_pct a)
+	b=$(demo_hot_pct b)
 	say "# demo: hot set cached at the end: ${a:-?}% without the extension, ${b:-?}% with it"
 	check "demo: with pg_cache_ext the hot set stays cached (${b:-?}%)" at_least "${b%.*}" 90
 	# 6.1's LRU keeps more of it than 6.12's (42.9% and 4.1% in one run each)
