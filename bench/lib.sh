@@ -7,14 +7,12 @@
 # unified hierarchy on cgroup v2 (a systemd host).  cleanup() undoes all of it.
 
 . "$(dirname "${BASH_SOURCE[0]}")/worker.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/pg_versions.sh"
 
 # The server the benchmarks run: $PG_MAJOR's, else the newest installed
 # (the one scripts/setup.sh builds against); re-read after setup.sh ran.
 pg_bindir() {
-	local v=${PG_MAJOR:-}
-	[ -n "$v" ] || v=$(dpkg-query -W -f='${Package} ${Status}\n' 'postgresql-[0-9]*' 2>/dev/null |
-		awk '$1 ~ /^postgresql-[0-9]+$/ && /install ok installed/ { sub(/^postgresql-/, "", $1); print $1 }' |
-		sort -n | tail -1)
+	local v=${PG_MAJOR:-$(installed_pg_major)}
 	echo "/usr/lib/postgresql/${v:-15}/bin"
 }
 PGBIN=${PGBIN:-$(pg_bindir)}
@@ -167,9 +165,8 @@ cg_throttle() {
 # the block device stat() names, or its disk if it is a partition (df's
 # source where stat names no block device, as on btrfs)
 disk_majmin() {
-	local d sys src
-	d=$(stat -c %d "$1")
-	sys=$(readlink -f "/sys/dev/block/$(((d >> 8) & 0xfff)):$(((d & 0xff) | ((d >> 12) & 0xfff00)))" || true)
+	local sys src
+	sys=$(readlink -f "/sys/dev/block/$(stat -c '%Hd:%Ld' "$1")" || true)
 	if [ ! -f "$sys/dev" ]; then
 		src=$(df --output=source "$1" | tail -1)
 		sys=$(readlink -f "/sys/class/block/$(basename "$(readlink -f "$src")")" || true)
@@ -211,13 +208,13 @@ read_ahead_restore() {
 }
 
 cg_cleanup() {
-	local cg
+	local cg to
 	for cg in "$MEMCG_SCAN" "$CLUSTER_CG" "$MEMCG" "$BLKCG"; do
 		[ -n "$cg" ] && [ -d "$cg" ] || continue
 		# move stragglers (there should be none) out, then remove: to the
 		# parent on v1, to the root on v2 (a parent with controllers on
 		# for its children takes no process)
-		local to=$(dirname "$cg")
+		to=$(dirname "$cg")
 		[ "$CG_VERSION" = 1 ] || to=$CG2_ROOT
 		while read -r p; do echo "$p" > "$to/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
 		rmdir "$cg" 2>/dev/null || true

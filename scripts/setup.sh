@@ -12,6 +12,7 @@
 #                       (pgfincore, gnuplot, bc, valgrind, qemu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/pg_versions.sh
 
 export DEBIAN_FRONTEND=noninteractive
 APT_UPDATED=""
@@ -26,16 +27,10 @@ is_installed() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
-# the newest of a list of PostgreSQL package names postgresql-NN
-newest_major() {
-	grep -E '^postgresql-[0-9]+$' | sed 's/^postgresql-//' | sort -n | tail -1
-}
-
 pick_pg_major() {
 	local v
 	[ -n "${PG_MAJOR:-}" ] && { echo "$PG_MAJOR"; return; }
-	v=$(dpkg-query -W -f='${Package} ${Status}\n' 'postgresql-[0-9]*' 2>/dev/null |
-		awk '/install ok installed/ {print $1}' | newest_major)
+	v=$(installed_pg_major)
 	[ -n "$v" ] && { echo "$v"; return; }
 	apt_update_once
 	apt-cache pkgnames postgresql- | newest_major
