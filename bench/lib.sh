@@ -37,6 +37,7 @@ q_db() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SOCK_DIR" -p "$PGPORT" 
 
 CG_VERSION=1
 CG2_ROOT=/sys/fs/cgroup
+CG2_ENABLED=""	# controllers cg2_setup enabled below the root
 MEMCG="" MEMCG_SCAN="" CLUSTER_CG="" BLKCG=""	# set by cg_setup; cleanup() may run before it
 
 cg_self_path() {	# $1 = controller name as in /proc/self/cgroup
@@ -126,10 +127,13 @@ cg2_setup() {
 	CG_VERSION=2
 	for c in memory io; do
 		grep -qw "$c" "$CG2_ROOT/cgroup.controllers" || die "cgroup v2 has no $c controller here"
-		# left on afterwards (systemd turns them on itself); refused where
-		# the root holds processes, as in a container's cgroup namespace
-		grep -qw "$c" "$CG2_ROOT/cgroup.subtree_control" || echo "+$c" > "$CG2_ROOT/cgroup.subtree_control" ||
+		grep -qw "$c" "$CG2_ROOT/cgroup.subtree_control" && continue
+		# turned off again by cg_cleanup (systemd turns them on itself);
+		# refused where the root holds processes, as in a container's
+		# cgroup namespace
+		echo "+$c" > "$CG2_ROOT/cgroup.subtree_control" ||
 			die "cannot enable the $c controller below $CG2_ROOT (a container's cgroup namespace?): run the benchmark on the host"
+		CG2_ENABLED="$CG2_ENABLED $c"
 	done
 	MEMCG="$CG2_ROOT/pce-bench-$$"
 	MEMCG_SCAN="$MEMCG/scan"
@@ -207,17 +211,38 @@ read_ahead_restore() {
 	READ_AHEAD_SAVED=""
 }
 
+# What is still in one of the run's cgroups when it ends (the cluster is
+# stopped by then) is the run's own: a scanner's timeout or tar left behind
+# by an interrupted phase.  It is ended, not moved out to go on reading,
+# and what is left is said in the log.
 cg_cleanup() {
-	local cg to
+	local cg left c
 	for cg in "$MEMCG_SCAN" "$CLUSTER_CG" "$MEMCG" "$BLKCG"; do
 		[ -n "$cg" ] && [ -d "$cg" ] || continue
-		# move stragglers (there should be none) out, then remove: to the
-		# parent on v1, to the root on v2 (a parent with controllers on
-		# for its children takes no process)
-		to=$(dirname "$cg")
-		[ "$CG_VERSION" = 1 ] || to=$CG2_ROOT
-		while read -r p; do echo "$p" > "$to/cgroup.procs" 2>/dev/null || true; done < "$cg/cgroup.procs"
-		rmdir "$cg" 2>/dev/null || true
+		cg_end_procs "$cg"
+		rmdir "$cg" 2>/dev/null && continue
+		left=$(echo $(cg_procs "$cg"))
+		log "warning: could not remove $cg${left:+ (processes $left still in it)}"
+	done
+	for c in $CG2_ENABLED; do
+		echo "-$c" > "$CG2_ROOT/cgroup.subtree_control" 2>/dev/null ||
+			log "the $c controller stays enabled below $CG2_ROOT (another cgroup uses it)"
+	done
+	CG2_ENABLED=""
+}
+
+cg_procs() { cat "$1/cgroup.procs" 2>/dev/null; }
+
+cg_end_procs() {	# $1 = cgroup dir: TERM, up to 5 s, then KILL
+	local cg=$1 sig pids
+	pids=$(cg_procs "$cg")
+	[ -n "$pids" ] || return 0
+	log "ending what is left in $cg: $(echo $pids)"
+	for sig in TERM TERM TERM TERM TERM KILL; do
+		kill -"$sig" $pids 2>/dev/null || true
+		sleep 1
+		pids=$(cg_procs "$cg")
+		[ -n "$pids" ] || return 0
 	done
 }
 
