@@ -302,6 +302,23 @@ current_task_is_dumpable(struct task_struct *task)
 }
 
 /*
+ * Has the task's objective credential no permitted capability?
+ * kernel_cap_t is two 32-bit words before 6.3 and one 64-bit word from
+ * then on: 8 bytes either way, read by the field's offset.
+ */
+static __always_inline bool
+task_has_no_capabilities(struct task_struct *task)
+{
+	const struct cred *cred = BPF_CORE_READ(task, real_cred);
+	__u64		caps = ~0ULL;
+
+	if (!cred || bpf_probe_read_kernel(&caps, sizeof(caps),
+									   (char *) cred + bpf_core_field_offset(struct cred, cap_permitted)) != 0)
+		return false;
+	return caps == 0;
+}
+
+/*
  * Does the current task run as the cluster's account, with its real and
  * effective uid both?  The I/O-worker rule reads the memory of the task
  * that inserts a page at addresses taken from io_workers, which the
@@ -311,11 +328,13 @@ current_task_is_dumpable(struct task_struct *task)
  * that process holds at chosen addresses.  So only a task the account could
  * read itself qualifies: its uids and gids its own, saved ones included (no
  * setgid program, no root process that took the account's uid and kept
- * root's as its saved one) and dumpable.  (Capabilities are not compared,
- * as ptrace does: a process of the account with capabilities of its own,
- * which PostgreSQL's never have, would qualify.)  The cluster's own processes run as its account; the kernel's
- * uids (kuid) are compared, as the loader saw the owner from the initial
- * user namespace.
+ * root's as its saved one), dumpable, and with no permitted capability
+ * (ptrace lets a tracer read only a task whose capabilities are a subset of
+ * its own: a process that kept root's capabilities when it took the
+ * account's uid, and made itself dumpable again, is not the account's to
+ * read; PostgreSQL's processes have none).  The cluster's own processes
+ * run as its account; the kernel's uids (kuid) are compared, as the loader
+ * saw the owner from the initial user namespace.
  *
  * The task's objective credentials (real_cred) are compared, those ptrace
  * judges a target by, not the subjective ones (cred): the kernel overrides
@@ -335,7 +354,8 @@ current_task_is_cluster_account(void)
 		BPF_CORE_READ(task, real_cred, suid.val) == cluster_uid &&
 		BPF_CORE_READ(task, real_cred, egid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
 		BPF_CORE_READ(task, real_cred, sgid.val) == BPF_CORE_READ(task, real_cred, gid.val) &&
-		current_task_is_dumpable(task);
+		current_task_is_dumpable(task) &&
+		task_has_no_capabilities(task);
 }
 
 /* The mark of the process with ProcNumber procno, and its key; NULL if unmarked. */

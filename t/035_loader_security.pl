@@ -378,6 +378,16 @@ is($root_scan, 0, 'none is a scan page (folios_added_scan)');
 sleep 1;
 is(stat_value($node, 'records_read'), $records_mid, 'no scan record is produced');
 is(stat_value($node, 'folios_added_scan'), $scan_mid, 'the counters agree');
+# As postgres in every uid and gid, dumpable, but with root's permitted
+# capabilities kept: ptrace would not let postgres read it, so neither may
+# the rule.
+($rok, $rout, $rerr) = root('fake-io-worker', $pindir, $worker_file, 'keep-caps');
+my ($caps_scan, $caps_by_worker) = ($rout // '') =~ /^scan (\d+) by_io_worker (\d+)$/m;
+ok($rok && defined $caps_scan,
+	'a process of the account that kept root\'s capabilities, registered as an I/O worker, reads the file')
+  or diag("$rout$rerr");
+is($caps_by_worker, 0, 'none of its reads is attributed to the mark');
+is($caps_scan, 0, 'none is a scan page');
 $node->stop;
 root('loader', '--unload', '-D', $data);
 

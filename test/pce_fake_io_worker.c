@@ -22,6 +22,11 @@
  * test/root-helper), the map entries are written by a child running as
  * that user, not by root: a group member registering a root process.  FILE
  * must then belong to REGISTRAR.
+ *
+ * With keep-caps after REGISTRAR, the tool itself becomes REGISTRAR (every
+ * uid and gid) but keeps root's permitted capabilities, and makes itself
+ * dumpable again: a process the rule's uid and dumpable checks pass, that
+ * ptrace would still not let REGISTRAR read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <linux/types.h>
@@ -196,6 +202,24 @@ start_as_registrar(const struct passwd *registrar, void (*fn) (void))
 	return child;
 }
 
+/*
+ * Become registrar, every uid and gid, keeping the permitted capabilities
+ * (root's) that a change of uid clears, and dumpable again (a change of
+ * uid clears that too).
+ */
+static void
+become_keeping_capabilities(const struct passwd *registrar)
+{
+	gid_t		gid = registrar->pw_gid;
+	uid_t		uid = registrar->pw_uid;
+
+	must(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "PR_SET_KEEPCAPS");
+	must(initgroups(registrar->pw_name, gid), "initgroups");
+	must(setresgid(gid, gid, gid), "setresgid");
+	must(setresuid(uid, uid, uid), "setresuid");
+	must(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE");
+}
+
 /* Run fn so, and wait for it. */
 static void
 as_registrar(const struct passwd *registrar, void (*fn) (void))
@@ -253,13 +277,13 @@ main(int argc, char **argv)
 				by_worker;
 	pid_t		keeper;
 
-	if (argc != 3 && argc != 4)
+	if (argc < 3 || argc > 5 || (argc == 5 && strcmp(argv[4], "keep-caps") != 0))
 	{
-		fprintf(stderr, "usage: pce_fake_io_worker PIN_DIR FILE [REGISTRAR]\n");
+		fprintf(stderr, "usage: pce_fake_io_worker PIN_DIR FILE [REGISTRAR [keep-caps]]\n");
 		return 2;
 	}
 	pin_dir = argv[1];
-	if (argc == 4 && (geteuid() != 0 || !(registrar = getpwnam(argv[3])) || registrar->pw_uid == 0))
+	if (argc >= 4 && (geteuid() != 0 || !(registrar = getpwnam(argv[3])) || registrar->pw_uid == 0))
 	{
 		fprintf(stderr, "pce_fake_io_worker: REGISTRAR must be a user other than root, and the tool run as root\n");
 		return 2;
@@ -270,6 +294,11 @@ main(int argc, char **argv)
 	{
 		fprintf(stderr, "pce_fake_io_worker: %s: not a regular file of the registrar's\n", argv[2]);
 		return 1;
+	}
+	if (argc == 5)
+	{
+		become_keeping_capabilities(registrar);
+		registrar = NULL;		/* the children are the registrar already */
 	}
 	stats = map_fd(PCE_PIN_STATS);
 	must(bpf_map_lookup_elem(map_fd(PCE_PIN_KNOBS), &key, &k), "knobs");
