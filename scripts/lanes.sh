@@ -19,6 +19,9 @@
 # /sys, /dev, /dev/pts, /dev/shm, /sys/fs/cgroup and /sys/fs/bpf are mounted
 # in for the lane and unmounted when it ends, also on failure.
 #
+# Lanes run one after the other (t/010 and t/015 drop the machine's page
+# cache), but the VM lanes side by side (run_vm_lanes).
+#
 # Each lane prints "lane NN (...): N passed, N failed, N skipped, TIME"; the
 # last line sums them all: "N passed, N failed, N skipped".  Exit 1 on any
 # failure.
@@ -273,43 +276,94 @@ default_lanes() {
 	fi
 }
 
+# where lane $1 runs, for its line
+lane_where() {
+	local v=$1 suite
+	suite=$(suite_of "$v")
+	case "$v" in
+	pkg) echo "host, Debian packages" ;;
+	pkg-*) echo "$suite chroot, Debian packages" ;;
+	vm*) echo "$suite" ;;
+	*) [ "$suite" = "$(host_suite)" ] && echo host || echo "$suite chroot" ;;
+	esac
+}
+
+# lane $1 into the log $2, shown as it runs unless $3 is "quiet" (lanes run
+# side by side); its counts and time into $2.line
+run_logged() {
+	local v=$1 log=$2 t0=$SECONDS
+	if [ -n "${3:-}" ]; then
+		bash "$0" --lane "$v" >"$log" 2>&1 || true
+	else
+		bash "$0" --lane "$v" 2>&1 | tee "$log" || true
+	fi
+	echo "$(lane_counts "$log"), $(fmt_time $((SECONDS - t0)))" >"$log.line"
+}
+
+# the lane's line, printed and added to the run's counts
+count_lane() {
+	local v=$1 log=$2 lp lf ls
+	LANE_LINES+=("lane $v ($(lane_where "$v")): $(cat "$log.line")")
+	echo "${LANE_LINES[-1]}"
+	read -r lp _ lf _ ls _ <<<"$(tr -d ',' <"$log.line")"
+	PASSED=$((PASSED + lp)) FAILED=$((FAILED + lf)) SKIPPED=$((SKIPPED + ${ls:-0}))
+}
+
+# The VM lanes run side by side: each guest has its own page cache and
+# disk, and each QEMU one host thread (thread=single), so neither disturbs
+# the other's checks, and the run is a lane's length shorter.
+run_vm_lanes() {
+	local logs=$1 v
+	shift
+	[ $# -gt 0 ] || return 0
+	if [ $# -eq 1 ]; then
+		run_logged "$1" "$logs/lane-$1.log"
+		count_lane "$1" "$logs/lane-$1.log"
+		return
+	fi
+	echo "lanes $* run side by side; their logs follow when all have ended"
+	for v in "$@"; do run_logged "$v" "$logs/lane-$v.log" quiet & done
+	wait
+	for v in "$@"; do
+		cat "$logs/lane-$v.log"
+		count_lane "$v" "$logs/lane-$v.log"
+	done
+}
+
 main() {
-	local lanes logs v suite where why t0 counts log p=0 f=0 s=0
+	local lanes logs v why vms=()
 	[ "$(id -u)" -eq 0 ] || { echo "lanes.sh: run as root" >&2; exit 1; }
 	lanes=$(echo "${PCE_LANES:-$(default_lanes)}" | tr ',' ' ')
 	# one directory of lane logs per run: runs may overlap
 	logs=/var/tmp/pce-lanes/$(date +%Y%m%d-%H%M%S)-$$
 	mkdir -p "$logs"
 	for v in $lanes; do
-		suite=$(suite_of "$v") || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
-		where="$suite chroot"
-		[[ $v == vm* ]] && where="$suite"
-		[ "$suite" = "$(host_suite)" ] && where="host"
-		[ "$v" = pkg ] && where="host, Debian packages"
-		[ "${v#pkg-}" != "$v" ] && where="$suite chroot, Debian packages"
-		log=$logs/lane-$v.log
-		t0=$SECONDS
-		if [ "$where" != host ] && why=$(lane_unavailable "$v"); then
-			LANE_LINES+=("lane $v ($where): SKIP: $why")
+		suite_of "$v" >/dev/null || { echo "lanes.sh: no lane for PostgreSQL $v (lanes: $ALL_LANES)" >&2; exit 1; }
+		if [ "$(lane_where "$v")" != host ] && why=$(lane_unavailable "$v"); then
+			LANE_LINES+=("lane $v ($(lane_where "$v")): SKIP: $why")
 			echo "${LANE_LINES[-1]}"
-			s=$((s + 1))
+			SKIPPED=$((SKIPPED + 1))
 			continue
 		fi
-		bash "$0" --lane "$v" 2>&1 | tee "$log" || true
-		counts=$(lane_counts "$log")
-		LANE_LINES+=("lane $v ($where): $counts, $(fmt_time $((SECONDS - t0)))")
-		echo "${LANE_LINES[-1]}"
-		read -r lp _ lf _ ls _ <<<"$(echo "$counts" | tr -d ',')"
-		p=$((p + lp)) f=$((f + lf)) s=$((s + ${ls:-0}))
+		if [[ $v == vm* ]]; then
+			vms+=("$v")
+			continue
+		fi
+		run_vm_lanes "$logs" "${vms[@]}"
+		vms=()
+		run_logged "$v" "$logs/lane-$v.log"
+		count_lane "$v" "$logs/lane-$v.log"
 	done
+	run_vm_lanes "$logs" "${vms[@]}"
 	echo
 	printf '%s\n' "${LANE_LINES[@]}"
 	echo "lane logs: $logs"
-	echo "$p passed, $f failed, $s skipped"
-	[ "$f" -eq 0 ]
+	echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+	[ "$FAILED" -eq 0 ]
 }
 
 LANE_LINES=()
+PASSED=0 FAILED=0 SKIPPED=0
 if [ "${1:-}" = "--functions" ]; then
 	return 0 # sourced by vm-lane.sh for its helpers
 elif [ "${1:-}" = "--lane" ]; then

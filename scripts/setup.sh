@@ -80,7 +80,7 @@ main() {
 	[ -n "$v" ] || { echo "setup.sh: no PostgreSQL installed or packaged" >&2; exit 1; }
 	echo "setup.sh: PostgreSQL $v"
 	install_missing "postgresql-$v" "postgresql-server-dev-$v" libbpf-dev bpftool clang llvm \
-		libelf-dev zlib1g-dev make gcc pkg-config xz-utils libipc-run-perl sudo procps xfsprogs \
+		libelf-dev zlib1g-dev make gcc pkg-config xz-utils libipc-run-perl sudo procps xfsprogs e2fsprogs \
 		btrfs-progs util-linux-extra
 	install_missing "$(clang_rt_package)"
 	if [ -z "${PCE_NO_BENCH:-}" ]; then

@@ -9,7 +9,7 @@
 #
 # The VM's root is a debootstrap of the suite with linux-image-amd64 (and its
 # initramfs), systemd-sysv, PostgreSQL (its main cluster made by the package,
-# as on any server) and the build tools, made once below
+# as on any server), the build tools and what scripts/test.sh needs, made once below
 # /var/tmp/pce-vms/SUITE/root and reused while its stamp (suite, package
 # list, VM_LAYOUT) matches: a root whose list lacks packages gets them
 # installed, any other difference builds it again.  Each run copies this
@@ -31,7 +31,8 @@ SRC=$PWD
 VMS=/var/tmp/pce-vms
 VM_PKGS="linux-image-amd64 systemd-sysv udev initramfs-tools kmod util-linux util-linux-extra procps
 	postgresql-@V@ postgresql-server-dev-@V@ postgresql-@V@-pgfincore libbpf-dev bpftool clang llvm libelf-dev zlib1g-dev
-	make gcc pkg-config xz-utils xfsprogs"
+	make gcc pkg-config xz-utils xfsprogs
+	sudo libipc-run-perl btrfs-progs e2fsprogs libclang-rt-@CLANG@-dev"
 # Bump when the root changes in a way a package list does not say: a root
 # with another layout is built again from scratch.
 VM_LAYOUT=2
@@ -47,9 +48,23 @@ vm_suite() {
 	esac
 }
 
+# The suite's clang (setup.sh installs its libFuzzer runtime)
+suite_clang() {
+	case "$1" in
+	bookworm) echo 14 ;;
+	trixie) echo 19 ;;
+	esac
+}
+
+# VM_PKGS for a suite and its PostgreSQL
+vm_pkgs() {
+	local pkgs=${VM_PKGS//@V@/$2}
+	echo ${pkgs//@CLANG@/$(suite_clang "$1")}
+}
+
 # What a root was built from, in its .pce-stamp: suite, layout, packages.
 vm_stamp_key() {
-	printf 'suite=%s\npackages=%s\nlayout=%s\n' "$1" "${VM_PKGS//@V@/$2}" "$VM_LAYOUT" | tr -s ' \t\n' ' '
+	printf 'suite=%s\npackages=%s\nlayout=%s\n' "$1" "$(vm_pkgs "$1" "$2")" "$VM_LAYOUT" | tr -s ' \t\n' ' '
 }
 
 # The packages of the list that the stamp's list lacks, if the stamp is of
@@ -58,7 +73,7 @@ vm_missing_pkgs() {
 	local stamp=$1 suite=$2 v=$3 old new p missing=""
 	[[ $stamp =~ ^suite=$suite\ packages=(.*)\ layout=$VM_LAYOUT\ ?$ ]] || return 1
 	old=" ${BASH_REMATCH[1]} "
-	new=" $(echo ${VM_PKGS//@V@/$v}) "
+	new=" $(vm_pkgs "$suite" "$v") "
 	for p in $new; do
 		[[ $old == *" $p "* ]] || missing+=" $p"
 	done
@@ -129,7 +144,7 @@ build_vm_root() {
 	configure_vm_root "$root" "$suite"
 	vm_mount "$root"
 	in_root "$root" apt-get update -qq
-	in_root "$root" apt-get install -y -qq --no-install-recommends ${VM_PKGS//@V@/$v} >"$root.apt.log" 2>&1 ||
+	in_root "$root" apt-get install -y -qq --no-install-recommends $(vm_pkgs "$suite" "$v") >"$root.apt.log" 2>&1 ||
 		{ tail -20 "$root.apt.log"; return 1; }
 	in_root "$root" apt-get clean
 	rm -f "$root/usr/sbin/policy-rc.d"
@@ -154,7 +169,7 @@ ensure_vm_root() {
 
 # This tree, built in the VM's root (a chroot, before boot), and the test unit.
 stage_source() {
-	local root=$1 v=$2 dst=$1/root/pg_cache_ext
+	local root=$1 v=$2 dst=$1/root/pg_cache_ext host
 	rm -rf "$dst"
 	mkdir -p "$dst"
 	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results --exclude=./bench/out -cf - . |
@@ -163,6 +178,10 @@ stage_source() {
 	in_root "$root" make -s -C /root/pg_cache_ext clean >/dev/null 2>&1 || true
 	in_root "$root" make -s -C /root/pg_cache_ext >"$root.make.log" 2>&1 || { tail -30 "$root.make.log"; return 1; }
 	vm_umount "$root"
+	# its name resolves, as on a server Debian's installer set up (sudo
+	# complains on every call where it does not)
+	host=$(cat "$root/etc/hostname")
+	grep -qw "$host" "$root/etc/hosts" || printf '127.0.1.1\t%s\n' "$host" >>"$root/etc/hosts"
 	install -m 0755 "$SRC/test/vm/guest-test.sh" "$root/root/pce-guest-test.sh"
 	install -m 0644 "$SRC/test/vm/pce-guest-test.service" "$root/etc/systemd/system/pce-guest-test.service"
 	ln -sf /etc/systemd/system/pce-guest-test.service "$root/etc/systemd/system/multi-user.target.wants/"
