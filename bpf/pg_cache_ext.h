@@ -12,7 +12,7 @@
 #ifndef PG_CACHE_EXT_H
 #define PG_CACHE_EXT_H
 
-#define PCE_ABI_VERSION			2	/* 2: pce_scan_mark gained the tree root */
+#define PCE_ABI_VERSION			3	/* 3: loader_info records the read hook */
 
 /* Names of the pins below <bpffs>/pg_cache_ext/<cluster id>/ */
 #define PCE_PIN_SCAN_PIDS		"scan_pids"
@@ -353,6 +353,32 @@ enum pce_mechanism
 };
 
 /*
+ * Where the stock tracker sees a task read a file, in the reading task:
+ * the readers' positions (the sibling rule, src/sibling.c) and promotion
+ * on reads come from it.  The loader tries them in this order, from the
+ * first --read-hook names (auto: the first), takes the first the kernel
+ * offers and accepts, and records it in loader_info.  With none, promotion
+ * falls back to activations (tp_btf/mm_lru_activate) and there are no
+ * positions.
+ *
+ * X(symbol, name, program)
+ */
+#define PCE_READ_HOOK_TABLE(X) \
+	X(PCE_READ_HOOK_TRACEPOINT, "tracepoint", "tp_btf/mm_filemap_get_pages")	/* 6.10+ */ \
+	X(PCE_READ_HOOK_FENTRY, "fentry", "fentry/filemap_read")	/* 5.12+, where fentry is allowed */ \
+	X(PCE_READ_HOOK_NONE, "none", "")
+
+/* for messages: keep in step with the table */
+#define PCE_READ_HOOK_CHOICES "auto, tracepoint, fentry or none"
+
+#define PCE_READ_HOOK_ENUM_ENTRY(sym, name, program) sym,
+enum pce_read_hook
+{
+	PCE_READ_HOOK_TABLE(PCE_READ_HOOK_ENUM_ENTRY)
+};
+#undef PCE_READ_HOOK_ENUM_ENTRY
+
+/*
  * What the loader did, written by the loader into the single entry of the
  * loader_info array map, so that cache_ext_status() can report it after the
  * loader has exited.
@@ -361,7 +387,7 @@ struct pce_loader_info
 {
 	__u32		abi_version;
 	__u32		mechanism;		/* enum pce_mechanism */
-	__u32		reserved;		/* 0 (was kernel_has_cache_ext, never read) */
+	__u32		read_hook;		/* enum pce_read_hook the tracker attached */
 	__u32		loader_pid;
 	__u64		loaded_at_unix;	/* seconds since the epoch */
 	char		cgroup[128];	/* cgroup the policy is attached to, if any */

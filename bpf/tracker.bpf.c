@@ -31,16 +31,18 @@
  * mm_filemap_get_pages tracepoint (Linux 6.10+) fires in filemap_read(),
  * in the reading task, with the page range it asked for: there the tracker
  * remembers scan pages by (mapping, 64 KiB chunk) and promotes a chunk
- * read by an unmarked task.  The kernel's own "in use" signal,
+ * read by an unmarked task.  Older kernels (Debian 12's 6.1) lack it; an
+ * fentry program on filemap_read() itself sees the same reads, one per
+ * read() call, where the kernel allows fentry (the loader tries both, in
+ * the order of PCE_READ_HOOK_TABLE).  The kernel's own "in use" signal,
  * mm_lru_activate, cannot say who: folio_mark_accessed() queues the
  * activation in a per-CPU batch, and the tracepoint fires when somebody
  * drains it, often a scan in direct reclaim (then the OLTP touch is
  * ignored); a folio still in the per-CPU add batch is activated by
  * __lru_cache_activate_folio() without any tracepoint; and with MGLRU
- * nothing is activated at all.  It is used only on kernels without
- * mm_filemap_get_pages (the loader sets promote_by_read), keyed by folio
- * address.  (fentry on folio_mark_accessed would see every touch, but
- * fentry is refused on the kernels this runs on.)
+ * nothing is activated at all.  It is used only where neither read hook
+ * can be attached (the loader sets promote_by_read otherwise), keyed by
+ * folio address.
  *
  * Insertions by unmarked tasks cost two hash lookups (scan_pids, and
  * scanned_mappings for the write-back rule below; one more when the server
@@ -83,10 +85,13 @@
 char		LICENSE[] SEC("license") = "GPL";
 
 /*
- * Set by the loader before loading: promote on reads (mm_filemap_get_pages)
- * rather than on activations (mm_lru_activate).
+ * Set by the loader before loading: promote on reads (mm_filemap_get_pages
+ * or fentry/filemap_read) rather than on activations (mm_lru_activate).
  */
 const volatile bool promote_by_read = false;
+
+/* Set by the loader: log2 of the page size, for fentry/filemap_read's offsets. */
+const volatile __u32 page_shift = 12;
 
 /* pages per chunk of a file that a read promotes at once: 64 KiB */
 #define CHUNK_SHIFT			4
@@ -563,8 +568,8 @@ record_scan_position(struct address_space *mapping, __u64 first, __u64 last,
  * an unmarked task reads are promoted, each once (whoever deletes the entry
  * sends).
  */
-SEC("tp_btf/mm_filemap_get_pages")
-int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, unsigned long last)
+static __always_inline int
+see_file_read(struct address_space *mapping, __u64 index, __u64 last)
 {
 	struct scan_chunk key = {.mapping = (__u64) mapping};
 	__u64		mapping_key = (__u64) mapping;
@@ -607,6 +612,32 @@ int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, u
 		send_event(mapping, key.chunk << CHUNK_SHIFT, 1 << CHUNK_SHIFT, PCE_FOLIO_PROMOTED);
 	}
 	return 0;
+}
+
+/* Linux 6.10+: the read tracepoint, once per batch of folios read. */
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(on_file_read, struct address_space *mapping, unsigned long index, unsigned long last)
+{
+	return see_file_read(mapping, index, last);
+}
+
+/*
+ * Kernels before 6.10 (Debian 12's 6.1): the same, at the entry of
+ * filemap_read() itself, once per read() with the whole range asked for.
+ * Pages past the end of the file are named too; no scan page is there.
+ * Where fentry is refused, the loader falls back to on_folio_activated.
+ */
+SEC("fentry/filemap_read")
+int BPF_PROG(on_filemap_read, struct kiocb *iocb, struct iov_iter *iter, ssize_t already_read)
+{
+	struct file *file = BPF_CORE_READ(iocb, ki_filp);
+	__u64		pos = BPF_CORE_READ(iocb, ki_pos);
+	__u64		count = BPF_CORE_READ(iter, count);
+
+	if (count == 0 || !file)
+		return 0;
+	return see_file_read(BPF_CORE_READ(file, f_mapping), pos >> page_shift,
+						 (pos + count - 1) >> page_shift);
 }
 
 /*

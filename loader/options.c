@@ -64,6 +64,33 @@ pce_valid_mode(const char *mode)
 	return pce_mode_canonical(mode) != NULL;
 }
 
+/*
+ * --read-hook: "auto" or a name of PCE_READ_HOOK_TABLE (in any case, as
+ * --mode); false when it is neither.
+ */
+static bool
+parse_read_hook(const char *name, enum pce_read_hook *hook)
+{
+	static const struct
+	{
+		const char *name;
+		enum pce_read_hook hook;
+	}			hooks[] = {
+		{"auto", 0},
+#define PCE_READ_HOOK_NAME(sym, name, program) {name, sym},
+		PCE_READ_HOOK_TABLE(PCE_READ_HOOK_NAME)
+#undef PCE_READ_HOOK_NAME
+	};
+
+	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+		if (pce_mode_name_equal(name, hooks[i].name))
+		{
+			*hook = hooks[i].hook;
+			return true;
+		}
+	return false;
+}
+
 /* A path option that breaks the shared rule (bpf/pce_paths.h): say which and why. */
 static bool
 path_option_refused(const char *option, const char *value, char *err, size_t errlen)
@@ -137,6 +164,7 @@ static const struct option longopts[] = {
 	{"cgroup", required_argument, NULL, 'c'},
 	{"config-file", required_argument, NULL, 'f'},
 	{"debian-cluster", required_argument, NULL, 'd'},
+	{"read-hook", required_argument, NULL, 'r'},
 	{"check", no_argument, NULL, 'C'},
 	{"unload", no_argument, NULL, 'U'},
 	{"show", no_argument, NULL, 'S'},
@@ -192,6 +220,13 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 				break;
 			case 'd':
 				opt->debian_cluster = optarg;
+				break;
+			case 'r':
+				if (!parse_read_hook(optarg, &opt->read_hook))
+				{
+					snprintf(err, errlen, "invalid --read-hook \"%.64s\": use " PCE_READ_HOOK_CHOICES, optarg);
+					return -1;
+				}
 				break;
 			case 'C':
 				opt->check = true;

@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <linux/types.h>
+
+#include "../bpf/pg_cache_ext.h"	/* the read hooks' names */
 #include "../bpf/pce_modes.h"	/* the mode names */
 #include "../bpf/pce_paths.h"	/* PCE_DEFAULT_BPFFS_DIR */
 
@@ -25,6 +28,7 @@ struct pce_loader_options
 	const char *cgroup;
 	const char *config_file;	/* default: DATADIR/postgresql.conf */
 	const char *debian_cluster; /* VERSION-NAME of a Debian cluster (instead of -D) */
+	enum pce_read_hook read_hook;	/* the first read hook to try (auto: the first) */
 	bool		mode_given;		/* --mode / --bpffs-dir on the command line, */
 	bool		bpffs_dir_given;	/* which then win over postgresql.conf */
 	bool		check;

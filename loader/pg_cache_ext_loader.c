@@ -112,6 +112,9 @@ usage(void)
 		   "      --cgroup=PATH        cgroup v2 directory for the cache_ext policy\n"
 		   "                           (default: the loader's own cgroup)\n"
 		   "      --config-file=FILE   the server's postgresql.conf (default DATADIR/postgresql.conf)\n"
+		   "      --read-hook=HOOK     where reads are seen: " PCE_READ_HOOK_CHOICES "; the\n"
+		   "                           first of tracepoint, fentry, none from HOOK on that\n"
+		   "                           the kernel accepts (default auto: from the first)\n"
 		   "      --check              report what would be done, change nothing\n"
 		   "      --unload             detach everything and remove the pins\n"
 		   "      --show               print marked PIDs and counters (needs no root)\n"
@@ -125,6 +128,7 @@ usage(void)
 /* What the configuration files said, for --check. */
 /* Why scan folios cannot be promoted on this kernel, or "" when they can. */
 static char promotion_missing[160];
+static enum pce_read_hook read_hook;	/* the tracker's, once loaded */
 
 static struct pce_loader_config cluster_conf;
 
@@ -339,6 +343,10 @@ fix_pin_permissions(void)
 		pce_fail("%s", why);
 }
 
+/*
+ * Record what was put in place: the mechanism, the tracker's read hook
+ * (none in cache_ext mode, where the tracker's links are gone), why.
+ */
 static void
 write_loader_info(struct bpf_map *map, enum pce_mechanism mech, const char *cgroup,
 				  const char *reason)
@@ -349,6 +357,7 @@ write_loader_info(struct bpf_map *map, enum pce_mechanism mech, const char *cgro
 	memset(&li, 0, sizeof(li));
 	li.abi_version = PCE_ABI_VERSION;
 	li.mechanism = mech;
+	li.read_hook = mech == PCE_MECH_STOCK ? read_hook : PCE_READ_HOOK_NONE;
 	li.loader_pid = getpid();
 	li.loaded_at_unix = time(NULL);
 	snprintf(li.cgroup, sizeof(li.cgroup), "%s", cgroup ? cgroup : "");
@@ -742,7 +751,9 @@ do_install(const struct plan *pl)
 	 * mode so that the maps exist with their final layout.  In cache_ext
 	 * mode its links are removed again once the policy is attached.
 	 */
-	tracker = pce_install_tracker(&pins, cluster_uid(), promotion_missing, sizeof(promotion_missing));
+	read_hook = opt.read_hook;
+	tracker = pce_install_tracker(&pins, cluster_uid(), &read_hook, promotion_missing,
+								  sizeof(promotion_missing));
 	if (keep_attached_policy(tracker, pl))
 	{
 		pce_tracker_destroy(tracker);
@@ -756,6 +767,10 @@ do_install(const struct plan *pl)
 	write_loader_info(pce_tracker_loader_info(tracker), mech,
 					  mech == PCE_MECH_CACHE_EXT ? pl->cgroup_name : NULL, reason);
 	fix_pin_permissions();
+	if (mech == PCE_MECH_STOCK && read_hook == PCE_READ_HOOK_NONE)
+		pce_info("no read hook: the readers' positions are not seen (promotion by activation)");
+	else if (mech == PCE_MECH_STOCK)
+		pce_info("reads are seen by %s", pce_read_hook_attach_point(read_hook));
 	pce_info("cluster %s: %s; pins in %s (maps group %s, mode 0660; links root's)", cluster_id, reason,
 			 pins.shown, opt.group);
 	pce_tracker_destroy(tracker);

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -151,86 +152,173 @@ install_writeback_link(const struct pce_pins *pins, struct tracker_bpf *skel, bo
 	unpin(pins, PCE_PIN_TRACKER_WRITEBACK_LINK);
 }
 
-/*
- * Which promotion program this kernel takes: the read tracepoint
- * (mm_filemap_get_pages, Linux 6.10+, which sees the reading task), else
- * the activation tracepoint (whose task is whoever drained the per-CPU
- * batch); NULL, with the reason, when neither exists.  The other program
- * is not loaded.
- */
+/* The program of a read hook (PCE_READ_HOOK_TABLE), NULL for none. */
 static struct bpf_program *
-choose_promotion(struct tracker_bpf *skel, const char **tracepoint,
-				 char *promotion_missing, size_t missinglen)
+read_hook_program(struct tracker_bpf *skel, enum pce_read_hook hook)
 {
-	bool		by_read = libbpf_find_vmlinux_btf_id("mm_filemap_get_pages", BPF_TRACE_RAW_TP) > 0;
-	bool		by_activation = libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
-
-	skel->rodata->promote_by_read = by_read;
-	bpf_program__set_autoload(skel->progs.on_file_read, by_read);
-	bpf_program__set_autoload(skel->progs.on_folio_activated, !by_read && by_activation);
-	*tracepoint = by_read ? "mm_filemap_get_pages" : "mm_lru_activate";
-	if (by_read)
+	if (hook == PCE_READ_HOOK_TRACEPOINT)
 		return skel->progs.on_file_read;
-	if (by_activation)
-		return skel->progs.on_folio_activated;
-	snprintf(promotion_missing, missinglen,
-			 "the kernel has neither the mm_filemap_get_pages nor the mm_lru_activate tracepoint");
+	if (hook == PCE_READ_HOOK_FENTRY)
+		return skel->progs.on_filemap_read;
 	return NULL;
 }
 
+const char *
+pce_read_hook_attach_point(enum pce_read_hook hook)
+{
+	switch (hook)
+	{
+#define PCE_READ_HOOK_CASE(sym, name, program) case sym: return program;
+			PCE_READ_HOOK_TABLE(PCE_READ_HOOK_CASE)
+#undef PCE_READ_HOOK_CASE
+	}
+	return "";
+}
+
+/* Does the running kernel describe hook's attach point (its BTF)? */
+static bool
+kernel_has_read_hook(enum pce_read_hook hook)
+{
+	if (hook == PCE_READ_HOOK_TRACEPOINT)
+		return libbpf_find_vmlinux_btf_id("mm_filemap_get_pages", BPF_TRACE_RAW_TP) > 0;
+	if (hook == PCE_READ_HOOK_FENTRY)
+		return libbpf_find_vmlinux_btf_id("filemap_read", BPF_TRACE_FENTRY) > 0;
+	return true;
+}
+
 /*
- * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
- * its tracepoints and pin the links.  Promotion (see choose_promotion) is
- * optional: on a kernel that lacks both tracepoints, or refuses the
- * attachment, the tracker runs without it and the loader says so.  Its
- * link is pinned as tracker_activate_link whichever program it is.
- * cluster_uid: the cluster's account, the only one whose tasks the
- * I/O-worker rule considers and whose files are a scan's (0, test tools
- * only: no I/O workers, files of every owner).
+ * libbpf's printer while a read hook that may be refused is tried: its
+ * warnings (and a misleading hint about ulimit -l) are dropped, the
+ * loader's own line says what was refused; -v's debug output still shows.
  */
-struct tracker_bpf *
-pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promotion_missing, size_t missinglen)
+static libbpf_print_fn_t loud_libbpf_print;
+
+static int
+quiet_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level != LIBBPF_DEBUG || !loud_libbpf_print)
+		return 0;
+	return loud_libbpf_print(level, fmt, ap);
+}
+
+/*
+ * Open the tracker with hook as its read program (the other is not
+ * loaded; with none, the activation tracepoint promotes where the kernel
+ * has it) and load it.  NULL, with errno, when the kernel refuses it.
+ */
+static struct tracker_bpf *
+load_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook hook)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins->via_fd);
+	bool		by_activation = hook == PCE_READ_HOOK_NONE &&
+		libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
 	struct tracker_bpf *skel;
-	struct bpf_link *add_link;
-	struct bpf_link *remove_link;
-	struct bpf_link *promote_link = NULL;
-	struct bpf_program *promote_prog;
-	const char *promote_tp;
-	bool		can_fork;
-	bool		can_dirty;
 	int			err;
 
-	promotion_missing[0] = '\0';
-	check_pinned_layout(pins);
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
 	skel->rodata->cluster_uid = cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
-	promote_prog = choose_promotion(skel, &promote_tp, promotion_missing, missinglen);
-	can_fork = libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0;
-	if (!can_fork)
-		bpf_program__set_autoload(skel->progs.on_process_fork, false);
-	can_dirty = libbpf_find_vmlinux_btf_id("writeback_dirty_folio", BPF_TRACE_RAW_TP) > 0;
-	bpf_program__set_autoload(skel->progs.on_folio_dirtied, can_dirty);
+	skel->rodata->promote_by_read = hook != PCE_READ_HOOK_NONE;
+	skel->rodata->page_shift = __builtin_ctzl((unsigned long) sysconf(_SC_PAGESIZE));
+	bpf_program__set_autoload(skel->progs.on_file_read, hook == PCE_READ_HOOK_TRACEPOINT);
+	bpf_program__set_autoload(skel->progs.on_filemap_read, hook == PCE_READ_HOOK_FENTRY);
+	bpf_program__set_autoload(skel->progs.on_folio_activated, by_activation);
+	bpf_program__set_autoload(skel->progs.on_process_fork,
+							  libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0);
+	bpf_program__set_autoload(skel->progs.on_folio_dirtied,
+							  libbpf_find_vmlinux_btf_id("writeback_dirty_folio", BPF_TRACE_RAW_TP) > 0);
+	if (hook != PCE_READ_HOOK_NONE)
+		loud_libbpf_print = libbpf_set_print(quiet_libbpf_print);
 	err = tracker_bpf__load(skel);
-	if (err)
-		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
-			 strerror(-err));
+	if (hook != PCE_READ_HOOK_NONE)
+		libbpf_set_print(loud_libbpf_print);
+	if (err == 0)
+		return skel;
+	tracker_bpf__destroy(skel);
+	errno = -err;
+	return NULL;
+}
+
+/*
+ * Load the tracker with the first read hook, from *hook on, that the
+ * kernel has, loads and attaches (PCE_READ_HOOK_TABLE's order: fentry is
+ * refused on some kernels, and its program only then).  *hook becomes the
+ * one in place; *promote_link its link, or NULL with why in
+ * promotion_missing.  A refusal of the tracker itself ends the run.
+ */
+static struct tracker_bpf *
+load_tracker_with_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook *hook,
+							struct bpf_link **promote_link, char *promotion_missing, size_t missinglen)
+{
+	for (;; (*hook)++)
+	{
+		struct tracker_bpf *skel;
+		struct bpf_program *prog;
+
+		if (!kernel_has_read_hook(*hook))
+			continue;
+		skel = load_tracker(pins, cluster_uid, *hook);
+		if (!skel && *hook == PCE_READ_HOOK_NONE)
+			pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
+					 strerror(errno));
+		if (!skel)
+		{
+			pce_info("the kernel refused %s (%s): trying the next read hook",
+					 pce_read_hook_attach_point(*hook), strerror(errno));
+			continue;
+		}
+		prog = read_hook_program(skel, *hook);
+		if (!prog && bpf_program__autoload(skel->progs.on_folio_activated))
+			prog = skel->progs.on_folio_activated;
+		*promote_link = prog ? bpf_program__attach(prog) : NULL;
+		if (*promote_link || *hook == PCE_READ_HOOK_NONE)
+		{
+			if (!prog)
+				snprintf(promotion_missing, missinglen,
+						 "the kernel has no read hook and no mm_lru_activate tracepoint");
+			else if (!*promote_link)
+				snprintf(promotion_missing, missinglen,
+						 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
+			return skel;
+		}
+		pce_info("cannot attach %s (%s): trying the next read hook",
+				 pce_read_hook_attach_point(*hook), strerror(errno));
+		tracker_bpf__destroy(skel);
+	}
+}
+
+/*
+ * Load the tracker (stock-kernel mechanism), reusing pinned maps, attach
+ * its programs and pin the links.  The read hook (the readers' positions
+ * and promotion on reads, load_tracker_with_read_hook) is the first that
+ * works from *read_hook on, and *read_hook says which; promotion is
+ * optional: on a kernel that offers no way to see it, the tracker runs
+ * without it and the loader says so.  Its link is pinned as
+ * tracker_activate_link whichever program it is.  cluster_uid: the
+ * cluster's account, the only one whose tasks the I/O-worker rule
+ * considers and whose files are a scan's (0, test tools only: no I/O
+ * workers, files of every owner).
+ */
+struct tracker_bpf *
+pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook *read_hook,
+					char *promotion_missing, size_t missinglen)
+{
+	struct tracker_bpf *skel;
+	struct bpf_link *add_link;
+	struct bpf_link *remove_link;
+	struct bpf_link *promote_link = NULL;
+
+	promotion_missing[0] = '\0';
+	check_pinned_layout(pins);
+	skel = load_tracker_with_read_hook(pins, cluster_uid, read_hook, &promote_link,
+									   promotion_missing, missinglen);
 	add_link = bpf_program__attach(skel->progs.on_page_cache_add);
 	if (!add_link)
 		pce_fail("cannot attach tp_btf/mm_filemap_add_to_page_cache: %s", strerror(errno));
 	remove_link = bpf_program__attach(skel->progs.on_page_cache_delete);
 	if (!remove_link)
 		pce_fail("cannot attach tp_btf/mm_filemap_delete_from_page_cache: %s", strerror(errno));
-	if (promote_prog)
-	{
-		promote_link = bpf_program__attach(promote_prog);
-		if (!promote_link)
-			snprintf(promotion_missing, missinglen,
-					 "cannot attach tp_btf/%s: %s", promote_tp, strerror(errno));
-	}
 	if (promotion_missing[0])
 		pce_info("scan pages will not be promoted: %s", promotion_missing);
 	pin_link_replacing(pins, add_link, PCE_PIN_TRACKER_LINK);
@@ -239,8 +327,8 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, char *promot
 		pin_link_replacing(pins, promote_link, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	else
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
-	install_fork_link(pins, skel, can_fork);
-	install_writeback_link(pins, skel, can_dirty);
+	install_fork_link(pins, skel, bpf_program__autoload(skel->progs.on_process_fork));
+	install_writeback_link(pins, skel, bpf_program__autoload(skel->progs.on_folio_dirtied));
 	init_knobs(skel->maps.knobs);
 	return skel;
 }

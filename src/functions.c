@@ -132,7 +132,8 @@ mglru_enabled(void)
 
 /* Are scan pages that other backends use kept (promoted)?  If not, why. */
 static const char *
-promotion_note(enum pce_mechanism mech, const PceSettings *settings)
+promotion_note(enum pce_mechanism mech, const PceSettings *settings,
+			   const struct pce_loader_info *info)
 {
 	if (mech == PCE_MECH_NONE)
 		return NULL;
@@ -141,12 +142,12 @@ promotion_note(enum pce_mechanism mech, const PceSettings *settings)
 	if (mech == PCE_MECH_CACHE_EXT)
 		return "on: the policy moves a scan folio that another task touches to its main list";
 	if (!pce_pin_present(PCE_PIN_TRACKER_ACTIVATE_LINK))
-		return "unavailable: the loader could not attach its promotion tracepoint (see its output)";
-	if (pce_kernel_btf_has_read_tracepoint())
+		return "unavailable: the loader could not attach a promotion program (see its output)";
+	if (info->read_hook != PCE_READ_HOOK_NONE)
 		return "on: scan pages another backend reads are kept";
 	if (mglru_enabled())
 		return "on, but MGLRU is enabled: the kernel activates no folio, so none is promoted";
-	return "on: scan pages the kernel activates for another backend are kept (kernel before 6.10: the activation may be seen in the wrong task)";
+	return "on: scan pages the kernel activates for another backend are kept (no read hook: the activation may be seen in the wrong task)";
 }
 
 /*
@@ -190,7 +191,8 @@ cache_ext_status(PG_FUNCTION_ARGS)
 		put_text_row(rsinfo, "loader", "not reachable");
 	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
 	put_text_row(rsinfo, "cgroup", info.cgroup[0] ? info.cgroup : NULL);
-	put_text_row(rsinfo, "promotion", promotion_note(mech, &settings));
+	put_text_row(rsinfo, "promotion", promotion_note(mech, &settings, &info));
+	put_text_row(rsinfo, "read_hook", mech == PCE_MECH_STOCK ? pce_read_hook_program(info.read_hook) : NULL);
 	if (maps_ok)
 	{
 		snprintf(buf, sizeof(buf), "%d", Max(pce_map_walk_marks(NULL, NULL), 0));

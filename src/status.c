@@ -151,55 +151,44 @@ pce_current_mechanism(const PceSettings *settings, const char **why,
 }
 
 /*
- * Probe the running kernel's BTF once per cluster: does it describe
- * cache_ext_ops, and has it the mm_filemap_get_pages tracepoint (the
- * loader then promotes on reads)?  Parsing the BTF takes tens of
- * milliseconds, so the worker probes at start, and the results stay in
- * shared memory for every backend (the first caller probes if the worker
- * has not yet).  Not the loader's probe, which also needs the struct_ops
- * support it attaches with.
+ * Does the running kernel's BTF describe cache_ext_ops?  Parsing the BTF
+ * takes tens of milliseconds, so the worker probes at start, and the
+ * result stays in shared memory for every backend (the first caller
+ * probes if the worker has not yet).  Not the loader's probe, which also
+ * needs the struct_ops support it attaches with.
  */
-static void
-probe_kernel_btf(PceKernelProbe *has_cache_ext, PceKernelProbe *has_read_tp)
-{
-	LWLockAcquire(pce_shared->lock, LW_SHARED);
-	*has_cache_ext = pce_shared->btf_has_cache_ext;
-	*has_read_tp = pce_shared->btf_has_read_tracepoint;
-	LWLockRelease(pce_shared->lock);
-	if (*has_cache_ext == PCE_PROBE_UNKNOWN)
-	{
-		struct btf *vmlinux = btf__load_vmlinux_btf();
-
-		*has_cache_ext = vmlinux &&
-			btf__find_by_name_kind(vmlinux, "cache_ext_ops", BTF_KIND_STRUCT) >= 0 ?
-			PCE_PROBE_YES : PCE_PROBE_NO;
-		*has_read_tp = vmlinux &&
-			btf__find_by_name_kind(vmlinux, "btf_trace_mm_filemap_get_pages", BTF_KIND_TYPEDEF) >= 0 ?
-			PCE_PROBE_YES : PCE_PROBE_NO;
-		btf__free(vmlinux);
-		LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
-		pce_shared->btf_has_cache_ext = *has_cache_ext;
-		pce_shared->btf_has_read_tracepoint = *has_read_tp;
-		LWLockRelease(pce_shared->lock);
-	}
-}
-
 bool
 pce_kernel_btf_has_cache_ext(void)
 {
-	PceKernelProbe cache_ext,
-				read_tp;
+	PceKernelProbe has_cache_ext;
 
-	probe_kernel_btf(&cache_ext, &read_tp);
-	return cache_ext == PCE_PROBE_YES;
+	LWLockAcquire(pce_shared->lock, LW_SHARED);
+	has_cache_ext = pce_shared->btf_has_cache_ext;
+	LWLockRelease(pce_shared->lock);
+	if (has_cache_ext == PCE_PROBE_UNKNOWN)
+	{
+		struct btf *vmlinux = btf__load_vmlinux_btf();
+
+		has_cache_ext = vmlinux &&
+			btf__find_by_name_kind(vmlinux, "cache_ext_ops", BTF_KIND_STRUCT) >= 0 ?
+			PCE_PROBE_YES : PCE_PROBE_NO;
+		btf__free(vmlinux);
+		LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+		pce_shared->btf_has_cache_ext = has_cache_ext;
+		LWLockRelease(pce_shared->lock);
+	}
+	return has_cache_ext == PCE_PROBE_YES;
 }
 
-bool
-pce_kernel_btf_has_read_tracepoint(void)
+/* The table's program of a read hook (bpf/pg_cache_ext.h), NULL for none. */
+const char *
+pce_read_hook_program(uint32 hook)
 {
-	PceKernelProbe cache_ext,
-				read_tp;
-
-	probe_kernel_btf(&cache_ext, &read_tp);
-	return read_tp == PCE_PROBE_YES;
+	switch (hook)
+	{
+#define PCE_READ_HOOK_CASE(sym, name, program) case sym: return program[0] ? program : NULL;
+			PCE_READ_HOOK_TABLE(PCE_READ_HOOK_CASE)
+#undef PCE_READ_HOOK_CASE
+	}
+	return NULL;
 }

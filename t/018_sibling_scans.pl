@@ -26,7 +26,6 @@ my $budget_mb = 2 * ($held_room_mb + int($read_ahead_reach_mb + 0.999));
 my $mb = 1024 * 1024;
 my $page = 4096;
 
-skip_without_read_positions();
 
 # Without data checksums (initdb's default from 18 on): with them, the
 # first hint bit set on a page after a checkpoint is WAL-logged, and a bulk
@@ -41,6 +40,7 @@ my ($node, $s) = stock_node('sibling_scans',
 	'autovacuum' => 'off',
 	'synchronize_seqscans' => 'on',
 	'max_parallel_workers_per_gather' => 0);
+skip_without_read_positions($node);
 
 note(sprintf('budget %d MB: %d MB of room to hold beside %.1f MB of read-ahead (two windows)',
 	$budget_mb, $held_room_mb, $read_ahead_reach_mb));

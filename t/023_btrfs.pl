@@ -51,7 +51,7 @@ marked_cold_scan_within_budget($node, 'on_btrfs', $size, $budget_mb, ' (btrfs)')
 # is in shared_buffers, and read from neither).
 SKIP:
 {
-	skip no_read_positions_why(), 5 unless has_read_positions();
+	skip no_read_positions_why($node), 5 unless has_read_positions($node);
 	my $read_ahead = read_ahead_mb($ts);
 	cmp_ok($read_ahead, '>=', 4, "btrfs reads ahead 4 MB or more ($read_ahead MB)");
 	$node->append_conf('postgresql.conf', "pg_cache_ext.scan_budget = '1MB'");

@@ -20,7 +20,6 @@ use PceTest;
 my $mb = 1024 * 1024;
 my $budget_mb = 1;    # the smallest pg_cache_ext.scan_budget
 
-skip_without_read_positions();
 # Two windows of read-ahead ahead of the reader must be well over the
 # budget (the drops' target is half of it to all of it).
 my $read_ahead_mb = read_ahead_mb($PostgreSQL::Test::Utils::tmp_check);
@@ -35,6 +34,7 @@ my ($node) = stock_node('own_read_ahead',
 	'autovacuum' => 'off',
 	'synchronize_seqscans' => 'off',
 	'max_parallel_workers_per_gather' => 0);
+skip_without_read_positions($node);
 pause_damon();    # it would page out what the scan read ahead (PceTest.pm)
 
 $node->safe_psql('postgres', q{

@@ -17,6 +17,7 @@ our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value 
   relation_cached_fraction relation_cached_mb worker_settled tracker_counts
   pause_damon resume_damon read_ahead_mb device_of disk_read_bytes io_worker_pids
   skip_without_read_positions has_read_positions no_read_positions_why
+  kernel_has_read_tracepoint
   table_in_tablespace unmarked_cold_read_stays marked_cold_scan_within_budget);
 
 # Privileged steps: directly when root, else through sudo and the helper
@@ -234,30 +235,45 @@ sub relation_cached_mb
 		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
 }
 
-# Where marked readers are comes from the kernel's read tracepoint
-# (mm_filemap_get_pages, Linux 6.10+; sibling.c): the tests of what is kept
-# for a reader are skipped, with the reason, on kernels without it.
+# Where marked readers are comes from the tracker's read hook
+# (sibling.c): the read tracepoint (6.10+) or fentry on filemap_read, as
+# the loader could attach them.  The tests of what is kept for a reader
+# are skipped, with the reason, where it attached neither; call this
+# before the first test.
 sub skip_without_read_positions
 {
-	plan skip_all => no_read_positions_why() unless has_read_positions();
+	my ($node) = @_;
+	plan skip_all => no_read_positions_why($node) unless has_read_positions($node);
 	return;
 }
 
-# Does the kernel have the tracepoint scan positions come from?  (In a
-# SKIP block: skip no_read_positions_why(), N unless has_read_positions().)
+# Has the loader of $node's cluster attached a read hook?  (In a SKIP
+# block: skip no_read_positions_why($node), N unless has_read_positions($node).)
+# A kernel with the read tracepoint must have it: the hook is then not
+# missing but broken, and the test dies rather than skips.
 sub has_read_positions
 {
+	my ($node) = @_;
+	my $hook = status($node)->{read_hook};
+	die "the kernel has mm_filemap_get_pages but cache_ext_status() shows no read hook"
+	  if $hook eq '' && kernel_has_read_tracepoint();
+	return $hook ne '';
+}
+
+sub kernel_has_read_tracepoint
+{
 	open my $btf, '<:raw', '/sys/kernel/btf/vmlinux' or return 0;
-	my $has_read_tp = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
+	my $has = do { local $/; <$btf> =~ /btf_trace_mm_filemap_get_pages\0/ };
 	close $btf;
-	return $has_read_tp;
+	return $has;
 }
 
 sub no_read_positions_why
 {
-	return -r '/sys/kernel/btf/vmlinux'
-	  ? 'the kernel has no mm_filemap_get_pages tracepoint (before 6.10): no scan positions'
-	  : 'no kernel BTF: no scan positions';
+	my ($node) = @_;
+	my $s = status($node);
+	return "the loader attached no read hook (kernel $s->{kernel}: no mm_filemap_get_pages "
+	  . "tracepoint, fentry on filemap_read refused; see its output): no scan positions";
 }
 
 # The read-ahead (MB) of the disk $path is on: its read_ahead_kb in sysfs

@@ -288,24 +288,16 @@ demo_hot_pct() {
 }
 
 # The README's test command on a systemd host, with the tests that put
-# clusters in memory cgroups (test/root-helper's cgroup v2 path): t/010
-# (a scan in a cgroup smaller than its table, a hot table beside it) and
-# t/017 (promotion while the scan reclaims in its own small cgroup).
-# t/017 asks that the reading backend's touch be seen, which needs the
-# read tracepoint mm_filemap_get_pages (6.10+; the kernel's BTF is asked,
-# as the module and t/PceTest.pm ask it); before it cache_ext_status()
-# says the activation may be seen in the wrong task, and t/017 fails
-# there (6.1: 4.5 of 19.5 MB promoted, 2026-12-05).
+# clusters in memory cgroups (test/root-helper's cgroup v2 path) and those
+# of the tracker's read hook, which differs by kernel (the read tracepoint
+# on 6.12, fentry on filemap_read on 6.1): t/010 (a scan in a cgroup
+# smaller than its table, a hot table beside it), t/013 (the loader's
+# choice of read hook), t/017 (promotion while the scan reclaims in its
+# own small cgroup: the reading backend's touch must be seen) and t/018
+# (sibling scans: the readers' positions).  They run on both kernels: a
+# kernel where no read hook attaches fails t/017 rather than skip it.
 SUITE_WORK=/var/tmp/pce-test
-
-host_suite_tests() {
-	if grep -qa btf_trace_mm_filemap_get_pages /sys/kernel/btf/vmlinux; then
-		echo "t/010_isolation.pl t/017_promotion_pressure.pl"
-	else
-		say "# suite: t/017 not run on $(uname -r): promotion is '$(status_of promotion)'" >&2
-		echo "t/010_isolation.pl"
-	fi
-}
+SUITE_TESTS="t/010_isolation.pl t/013_read_hook.pl t/017_promotion_pressure.pl t/018_sibling_scans.pl"
 
 host_suite_run() {
 	(cd /root/pg_cache_ext &&
@@ -314,8 +306,8 @@ host_suite_run() {
 }
 
 host_suite() {
-	local summary tests
-	tests=$(host_suite_tests)
+	local summary tests=$SUITE_TESTS
+	say "# suite: the read hook is '$(status_of read_hook)'"
 	check "scripts/test.sh with $tests (memory cgroups on cgroup v2) exits 0" host_suite_run "$tests" ||
 		{ grep -a -A4 '^ *not ok' "$STATE/suite.log" | head -20
 		  grep -la 'not ok' "$SUITE_WORK"/tree/tmp_check/log/regress_log_* | xargs -r tail -n 15; } |
