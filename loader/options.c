@@ -66,17 +66,17 @@ pce_valid_mode(const char *mode)
 
 /*
  * --read-hook: "auto" or a name of PCE_READ_HOOK_TABLE (in any case, as
- * --mode); false when it is neither.
+ * --mode); false, with the reason in err, when it is neither.
  */
 static bool
-parse_read_hook(const char *name, enum pce_read_hook *hook)
+parse_read_hook(const char *name, enum pce_read_hook *hook, char *err, size_t errlen)
 {
 	static const struct
 	{
 		const char *name;
 		enum pce_read_hook hook;
 	}			hooks[] = {
-		{"auto", 0},
+		{"auto", PCE_READ_HOOK_TRACEPOINT},	/* the table's first */
 #define PCE_READ_HOOK_NAME(sym, name, program) {name, sym},
 		PCE_READ_HOOK_TABLE(PCE_READ_HOOK_NAME)
 #undef PCE_READ_HOOK_NAME
@@ -88,6 +88,7 @@ parse_read_hook(const char *name, enum pce_read_hook *hook)
 			*hook = hooks[i].hook;
 			return true;
 		}
+	snprintf(err, errlen, "invalid --read-hook \"%.64s\": use " PCE_READ_HOOK_CHOICES, name);
 	return false;
 }
 
@@ -173,17 +174,25 @@ static const struct option longopts[] = {
 	{NULL, 0, NULL, 0}
 };
 
+/* What the loader does without options. */
+static void
+set_default_options(struct pce_loader_options *opt)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->bpffs_dir = PCE_DEFAULT_BPFFS_DIR;
+	opt->group = "postgres";
+	opt->user = "postgres";
+	opt->mode = "auto";
+	opt->read_hook = PCE_READ_HOOK_TRACEPOINT;	/* auto: the table's first */
+}
+
 int
 pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 						 char *err, size_t errlen)
 {
 	int			c;
 
-	memset(opt, 0, sizeof(*opt));
-	opt->bpffs_dir = PCE_DEFAULT_BPFFS_DIR;
-	opt->group = "postgres";
-	opt->user = "postgres";
-	opt->mode = "auto";
+	set_default_options(opt);
 	err[0] = '\0';
 
 	optind = 0;					/* full reinitialisation of getopt */
@@ -222,11 +231,8 @@ pce_parse_loader_options(int argc, char **argv, struct pce_loader_options *opt,
 				opt->debian_cluster = optarg;
 				break;
 			case 'r':
-				if (!parse_read_hook(optarg, &opt->read_hook))
-				{
-					snprintf(err, errlen, "invalid --read-hook \"%.64s\": use " PCE_READ_HOOK_CHOICES, optarg);
+				if (!parse_read_hook(optarg, &opt->read_hook, err, errlen))
 					return -1;
-				}
 				break;
 			case 'C':
 				opt->check = true;
