@@ -105,19 +105,21 @@ cachestat_pages(int fd, uint64 off, uint64 len, PceCacheStat *out)
 /*
  * How many pages of len bytes of fd from off (len 0: to the end of the
  * file) are cached, dirty, under writeback: cachestat(2), or mincore() on
- * an overlay (no dirty count then).  False where the kernel lacks
- * cachestat (before 6.5) and the file is on no overlay.
+ * an overlay or where the kernel lacks cachestat (before 6.5: Debian 12's
+ * 6.1); out->counts_dirty says whether dirty and writeback were counted.
  */
 bool
 pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
 {
 	struct stat st;
 
-	if (!on_overlay(fd))
-		return cachestat_pages(fd, off, len, out);
+	out->counts_dirty = true;
+	if (!on_overlay(fd) && cachestat_pages(fd, off, len, out))
+		return true;
 	if (len == 0)
 		len = fstat(fd, &st) == 0 && st.st_size > off ? st.st_size - off : 0;
 	out->dirty = out->writeback = 0;
+	out->counts_dirty = false;
 	return mincore_cached(fd, off, len, &out->cached);
 }
 

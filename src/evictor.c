@@ -26,7 +26,10 @@
  * clean pages are gone, and if not, the extent waits with the dirty ones
  * and is tried again each round, for a while (still_in_use); those pages
  * are in bytes_waiting, not in the budget (set_cached_unkept).
- * bytes_dropped counts what cachestat saw leave.
+ * bytes_dropped counts what cachestat saw leave.  Where the kernel has no
+ * cachestat (before 6.5) mincore() counts the cached pages but not the
+ * dirty ones: an extent with pages left waits as a dirty one, and is
+ * dropped again every second until they are gone (drop_again_when_due).
  *
  * An extent that another live marked reader of the same relation has yet
  * to read (a synchronized scan behind this one, pg_dump's COPY behind a
@@ -288,7 +291,7 @@ drop_unkept_pages(int fd, const Extent *ext)
 	return ok;
 }
 
-/* cachestat(2) of ext's pages; false where the kernel lacks it (before 6.5) */
+/* cachestat(2) of ext's pages (mincore() before 6.5 and on overlays: no dirty count) */
 static bool
 extent_cache(int fd, const Extent *ext, PceCacheStat *cs)
 {
@@ -383,7 +386,8 @@ drop_extent(Extent *ext)
 	count_dropped(ext, measured, &before, &after);
 	if (ok && measured && after.cached > ext->nkept)
 	{
-		ext->for_writeback = after.dirty + after.writeback > 0;
+		/* without a dirty count (mincore), any page left may be dirty */
+		ext->for_writeback = !after.counts_dirty || after.dirty + after.writeback > 0;
 		if (ext->for_writeback || still_in_use(ext))
 			result = DROP_WAITING;
 	}
@@ -397,6 +401,22 @@ drop_extent(Extent *ext)
 		forget_extent(ext);
 	}
 	return result;
+}
+
+/*
+ * Without a dirty count (mincore: kernels before 6.5, such as Debian 12's
+ * 6.1, and overlays), pages still cached after a drop may be dirty, under
+ * writeback or in use: the drop is tried again every WAITING_KICK_MS
+ * (fadvise starts the writeback of dirty pages itself) until they are
+ * gone, within WAITING_MAX_MS.  Returns whether ext still waits.
+ */
+static bool
+drop_again_when_due(Extent *ext, TimestampTz now)
+{
+	if (!TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
+		return true;
+	ext->kicked_at = now;
+	return drop_extent(ext) == DROP_WAITING;
 }
 
 /*
@@ -438,6 +458,8 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 	}
 	close(fd);
 	set_cached_unkept(ext, cs.cached);
+	if (!cs.counts_dirty)
+		return drop_again_when_due(ext, now);
 	if (cs.dirty + cs.writeback > 0)
 		return true;
 	if (!ext->for_writeback || cs.cached <= ext->nkept)

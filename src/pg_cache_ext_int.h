@@ -237,6 +237,7 @@ typedef struct PceCacheStat
 	uint64		cached;			/* pages in the page cache */
 	uint64		dirty;
 	uint64		writeback;		/* being written back now */
+	bool		counts_dirty;	/* false: mincore, dirty and writeback unknown (0) */
 } PceCacheStat;
 extern bool pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *cs);
 extern bool pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty,
