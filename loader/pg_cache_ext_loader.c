@@ -609,6 +609,10 @@ do_check(const struct plan *pl)
 	printf("would load:        %s\n", pl->want_cache_ext ? "cache_ext policy" : "stock-kernel tracker");
 	if (pl->want_cache_ext)
 		printf("cgroup:            %s\n", pl->cgroup_fd >= 0 ? pl->cgroup_name : pl->cgroup_why);
+	for (enum pce_read_hook h = opt.read_hook; h != PCE_READ_HOOK_NONE; h++)
+		printf("read hook:         %s (%s)\n", pce_read_hook_attach_point(h),
+			   pce_kernel_has_read_hook(h) ? "in the kernel's BTF; whether it is accepted is seen at load" :
+			   "not in the kernel's BTF");
 	printf("running as root:   %s\n", geteuid() == 0 ? "yes" : "no (required to load)");
 }
 

@@ -176,8 +176,8 @@ pce_read_hook_attach_point(enum pce_read_hook hook)
 }
 
 /* Does the running kernel describe hook's attach point (its BTF)? */
-static bool
-kernel_has_read_hook(enum pce_read_hook hook)
+bool
+pce_kernel_has_read_hook(enum pce_read_hook hook)
 {
 	if (hook == PCE_READ_HOOK_TRACEPOINT)
 		return libbpf_find_vmlinux_btf_id("mm_filemap_get_pages", BPF_TRACE_RAW_TP) > 0;
@@ -256,7 +256,7 @@ load_tracker_with_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum
 		struct tracker_bpf *skel;
 		struct bpf_program *prog;
 
-		if (!kernel_has_read_hook(*hook))
+		if (!pce_kernel_has_read_hook(*hook))
 			continue;
 		skel = load_tracker(pins, cluster_uid, *hook);
 		if (!skel && *hook == PCE_READ_HOOK_NONE)

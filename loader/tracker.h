@@ -32,6 +32,9 @@ extern struct tracker_bpf *pce_install_tracker(const struct pce_pins *pins, uid_
 /* The program of a read hook (PCE_READ_HOOK_TABLE), "" for none. */
 extern const char *pce_read_hook_attach_point(enum pce_read_hook hook);
 
+/* Does the running kernel's BTF describe hook's attach point? */
+extern bool pce_kernel_has_read_hook(enum pce_read_hook hook);
+
 /* In cache_ext mode the policy does the tracker's work: stop the tracker. */
 extern void pce_unpin_tracker_links(const struct pce_pins *pins);
 

@@ -40,8 +40,15 @@ like($s->{promotion}, qr/^on: scan pages another backend reads are kept$|^on: .*
 like($s->{promotion}, $s->{read_hook} eq '' ? qr/activates/ : qr/reads are kept/,
 	'promotion is by reads exactly when a read hook is attached');
 
+# ---- --check lists the hooks the loader would try ----
+my ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir);
+like($out, qr/^read hook: +\Q$tracepoint\E \((in|not in) the kernel's BTF/m, '--check names the tracepoint first');
+like($out, qr/^read hook: +\Q$fentry\E /m, 'then fentry');
+($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir, '--read-hook=fentry');
+unlike($out, qr/\Q$tracepoint\E/, '--read-hook=fentry starts the list at fentry');
+
 # ---- fentry asked for ----
-my ($ok, $out, $err) = load_bpf($node, '--read-hook=fentry');
+($ok, $out, $err) = load_bpf($node, '--read-hook=fentry');
 ok($ok, 'the loader runs with --read-hook=fentry');
 $s = status($node);
 my $said = $out . $err;
