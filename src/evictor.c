@@ -312,9 +312,9 @@ stop_waiting(Extent *ext)
 
 /*
  * bytes_dropped counts what left the cache: the drop's effect measured by
- * cachestat, so a retried extent is not counted twice and pages the kernel
- * skipped (dirty, under writeback, in use) are not counted at all.
- * Without cachestat, what was asked.
+ * cachestat (or mincore), so a retried extent is not counted twice and
+ * pages the kernel skipped (dirty, under writeback, in use) are not
+ * counted at all.  When neither can count, what was asked.
  */
 static void
 count_dropped(const Extent *ext, bool measured, const PceCacheStat *before,
