@@ -276,7 +276,7 @@ struct pce_folio_event
 
 /*
  * Stock mechanism: where each marked process last read (the tracker's
- * read tracepoint, mm_filemap_get_pages, Linux 6.10+), keyed like
+ * read hook, PCE_READ_HOOK_TABLE), keyed like
  * scan_pids by the process's PID as the server sees it.  The evictor keeps
  * a scan page while a live marked reader of the same relation has yet to
  * reach it (src/sibling.c).  An LRU map: a position nobody reads any more
@@ -361,17 +361,22 @@ enum pce_mechanism
  * falls back to activations (tp_btf/mm_lru_activate) and there are no
  * positions.
  *
- * X(symbol, name, program)
+ * X(symbol, name, program, BTF name of its attach point, attach type)
  */
 #define PCE_READ_HOOK_TABLE(X) \
-	X(PCE_READ_HOOK_TRACEPOINT, "tracepoint", "tp_btf/mm_filemap_get_pages")	/* 6.10+ */ \
-	X(PCE_READ_HOOK_FENTRY, "fentry", "fentry/filemap_read")	/* 5.12+, where fentry is allowed */ \
-	X(PCE_READ_HOOK_NONE, "none", "")
+	X(PCE_READ_HOOK_TRACEPOINT, "tracepoint", "tp_btf/mm_filemap_get_pages", \
+	  "mm_filemap_get_pages", BPF_TRACE_RAW_TP)	/* 6.10+ */ \
+	X(PCE_READ_HOOK_FENTRY, "fentry", "fentry/filemap_read", \
+	  "filemap_read", BPF_TRACE_FENTRY)	/* 5.12+, where fentry is allowed */ \
+	X(PCE_READ_HOOK_NONE, "none", "", "", 0)
+
+/* --read-hook=auto: the table's first */
+#define PCE_READ_HOOK_FIRST		PCE_READ_HOOK_TRACEPOINT
 
 /* for messages: keep in step with the table */
 #define PCE_READ_HOOK_CHOICES "auto, tracepoint, fentry or none"
 
-#define PCE_READ_HOOK_ENUM_ENTRY(sym, name, program) sym,
+#define PCE_READ_HOOK_ENUM_ENTRY(sym, name, program, btf_name, attach_type) sym,
 enum pce_read_hook
 {
 	PCE_READ_HOOK_TABLE(PCE_READ_HOOK_ENUM_ENTRY)

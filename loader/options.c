@@ -76,8 +76,8 @@ parse_read_hook(const char *name, enum pce_read_hook *hook, char *err, size_t er
 		const char *name;
 		enum pce_read_hook hook;
 	}			hooks[] = {
-		{"auto", PCE_READ_HOOK_TRACEPOINT},	/* the table's first */
-#define PCE_READ_HOOK_NAME(sym, name, program) {name, sym},
+		{"auto", PCE_READ_HOOK_FIRST},
+#define PCE_READ_HOOK_NAME(sym, name, program, btf_name, attach_type) {name, sym},
 		PCE_READ_HOOK_TABLE(PCE_READ_HOOK_NAME)
 #undef PCE_READ_HOOK_NAME
 	};
@@ -183,7 +183,7 @@ set_default_options(struct pce_loader_options *opt)
 	opt->group = "postgres";
 	opt->user = "postgres";
 	opt->mode = "auto";
-	opt->read_hook = PCE_READ_HOOK_TRACEPOINT;	/* auto: the table's first */
+	opt->read_hook = PCE_READ_HOOK_FIRST;	/* auto */
 }
 
 int

@@ -613,6 +613,7 @@ do_check(const struct plan *pl)
 		printf("read hook:         %s (%s)\n", pce_read_hook_attach_point(h),
 			   pce_kernel_has_read_hook(h) ? "in the kernel's BTF; whether it is accepted is seen at load" :
 			   "not in the kernel's BTF");
+	printf("read hook:         none (last: promotion by activation, no readers' positions)\n");
 	printf("running as root:   %s\n", geteuid() == 0 ? "yes" : "no (required to load)");
 }
 
@@ -794,6 +795,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	libbpf_set_print(libbpf_print);
+	pce_tracker_set_verbose(opt.verbose);
 	apply_cluster_config();
 	resolve_cluster_id();
 	if (opt.show)

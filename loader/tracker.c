@@ -152,9 +152,9 @@ install_writeback_link(const struct pce_pins *pins, struct tracker_bpf *skel, bo
 	unpin(pins, PCE_PIN_TRACKER_WRITEBACK_LINK);
 }
 
-/* The program of a read hook (PCE_READ_HOOK_TABLE), NULL for none. */
+/* The skeleton's program of a read hook (PCE_READ_HOOK_TABLE), NULL for none. */
 static struct bpf_program *
-read_hook_program(struct tracker_bpf *skel, enum pce_read_hook hook)
+read_hook_bpf_program(struct tracker_bpf *skel, enum pce_read_hook hook)
 {
 	if (hook == PCE_READ_HOOK_TRACEPOINT)
 		return skel->progs.on_file_read;
@@ -163,42 +163,65 @@ read_hook_program(struct tracker_bpf *skel, enum pce_read_hook hook)
 	return NULL;
 }
 
-const char *
-pce_read_hook_attach_point(enum pce_read_hook hook)
+/* A read hook's row of PCE_READ_HOOK_TABLE. */
+struct read_hook_row
+{
+	const char *program;		/* section name, "" for none */
+	const char *btf_name;		/* its attach point in the kernel's BTF */
+	enum bpf_attach_type attach_type;
+};
+
+static struct read_hook_row
+read_hook_row(enum pce_read_hook hook)
 {
 	switch (hook)
 	{
-#define PCE_READ_HOOK_CASE(sym, name, program) case sym: return program;
-			PCE_READ_HOOK_TABLE(PCE_READ_HOOK_CASE)
-#undef PCE_READ_HOOK_CASE
+#define PCE_READ_HOOK_ROW(sym, name, program, btf_name, attach_type) \
+		case sym: return (struct read_hook_row) {program, btf_name, attach_type};
+			PCE_READ_HOOK_TABLE(PCE_READ_HOOK_ROW)
+#undef PCE_READ_HOOK_ROW
 	}
-	return "";
+	return (struct read_hook_row) {"", "", 0};
+}
+
+/* The program of a read hook as its section names it, "" for none. */
+const char *
+pce_read_hook_attach_point(enum pce_read_hook hook)
+{
+	return read_hook_row(hook).program;
 }
 
 /* Does the running kernel describe hook's attach point (its BTF)? */
 bool
 pce_kernel_has_read_hook(enum pce_read_hook hook)
 {
-	if (hook == PCE_READ_HOOK_TRACEPOINT)
-		return libbpf_find_vmlinux_btf_id("mm_filemap_get_pages", BPF_TRACE_RAW_TP) > 0;
-	if (hook == PCE_READ_HOOK_FENTRY)
-		return libbpf_find_vmlinux_btf_id("filemap_read", BPF_TRACE_FENTRY) > 0;
-	return true;
+	struct read_hook_row row = read_hook_row(hook);
+
+	return row.btf_name[0] == '\0' ||
+		libbpf_find_vmlinux_btf_id(row.btf_name, row.attach_type) > 0;
 }
 
 /*
- * libbpf's printer while a read hook that may be refused is tried: its
- * warnings (and a misleading hint about ulimit -l) are dropped, the
- * loader's own line says what was refused; -v's debug output still shows.
+ * libbpf's printer while a read hook that may be refused is loaded and
+ * attached: its warnings (and a misleading hint about ulimit -l) are
+ * dropped, the loader's own line says what was refused and why; with -v
+ * (pce_tracker_set_verbose) everything still shows.
  */
 static libbpf_print_fn_t loud_libbpf_print;
+static bool libbpf_verbose;
 
 static int
 quiet_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level != LIBBPF_DEBUG || !loud_libbpf_print)
+	if (!libbpf_verbose || !loud_libbpf_print)
 		return 0;
 	return loud_libbpf_print(level, fmt, ap);
+}
+
+void
+pce_tracker_set_verbose(bool verbose)
+{
+	libbpf_verbose = verbose;
 }
 
 /*
@@ -228,11 +251,7 @@ load_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook 
 							  libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0);
 	bpf_program__set_autoload(skel->progs.on_folio_dirtied,
 							  libbpf_find_vmlinux_btf_id("writeback_dirty_folio", BPF_TRACE_RAW_TP) > 0);
-	if (hook != PCE_READ_HOOK_NONE)
-		loud_libbpf_print = libbpf_set_print(quiet_libbpf_print);
 	err = tracker_bpf__load(skel);
-	if (hook != PCE_READ_HOOK_NONE)
-		libbpf_set_print(loud_libbpf_print);
 	if (err == 0)
 		return skel;
 	tracker_bpf__destroy(skel);
@@ -241,51 +260,74 @@ load_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook 
 }
 
 /*
+ * Load the tracker with read hook hook (not none) and attach the hook's
+ * program: the skeleton, with *promote_link, or NULL when the kernel lacks
+ * or refuses it (the loader says so: fentry is refused on some kernels).
+ */
+static struct tracker_bpf *
+try_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook hook,
+			  struct bpf_link **promote_link)
+{
+	const char *point = pce_read_hook_attach_point(hook);
+	struct tracker_bpf *skel;
+
+	if (!pce_kernel_has_read_hook(hook))
+	{
+		pce_info("the kernel has no %s: trying the next read hook", point);
+		return NULL;
+	}
+	loud_libbpf_print = libbpf_set_print(quiet_libbpf_print);
+	skel = load_tracker(pins, cluster_uid, hook);
+	*promote_link = skel ? bpf_program__attach(read_hook_bpf_program(skel, hook)) : NULL;
+	libbpf_set_print(loud_libbpf_print);
+	if (*promote_link)
+		return skel;
+	pce_info("%s %s (%s): trying the next read hook",
+			 skel ? "cannot attach" : "the tracker did not load with", point, strerror(errno));
+	if (skel)
+		tracker_bpf__destroy(skel);
+	return NULL;
+}
+
+/* No read hook: the activation tracepoint promotes, where the kernel has it. */
+static struct tracker_bpf *
+load_without_read_hook(const struct pce_pins *pins, uid_t cluster_uid, struct bpf_link **promote_link,
+					   char *promotion_missing, size_t missinglen)
+{
+	struct tracker_bpf *skel = load_tracker(pins, cluster_uid, PCE_READ_HOOK_NONE);
+
+	if (!skel)
+		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
+				 strerror(errno));
+	*promote_link = NULL;
+	if (!bpf_program__autoload(skel->progs.on_folio_activated))
+		snprintf(promotion_missing, missinglen,
+				 "no read hook is attached and the kernel has no mm_lru_activate tracepoint");
+	else if (!(*promote_link = bpf_program__attach(skel->progs.on_folio_activated)))
+		snprintf(promotion_missing, missinglen,
+				 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
+	return skel;
+}
+
+/*
  * Load the tracker with the first read hook, from *hook on, that the
- * kernel has, loads and attaches (PCE_READ_HOOK_TABLE's order: fentry is
- * refused on some kernels, and its program only then).  *hook becomes the
- * one in place; *promote_link its link, or NULL with why in
- * promotion_missing.  A refusal of the tracker itself ends the run.
+ * kernel has, loads and attaches (PCE_READ_HOOK_TABLE's order), else with
+ * none.  *hook becomes the one in place; *promote_link the promotion
+ * program's link, or NULL with why in promotion_missing.  A refusal of the
+ * tracker itself ends the run.
  */
 static struct tracker_bpf *
 load_tracker_with_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook *hook,
 							struct bpf_link **promote_link, char *promotion_missing, size_t missinglen)
 {
-	for (;; (*hook)++)
+	for (; *hook != PCE_READ_HOOK_NONE; (*hook)++)
 	{
-		struct tracker_bpf *skel;
-		struct bpf_program *prog;
+		struct tracker_bpf *skel = try_read_hook(pins, cluster_uid, *hook, promote_link);
 
-		if (!pce_kernel_has_read_hook(*hook))
-			continue;
-		skel = load_tracker(pins, cluster_uid, *hook);
-		if (!skel && *hook == PCE_READ_HOOK_NONE)
-			pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
-					 strerror(errno));
-		if (!skel)
-		{
-			pce_info("the kernel refused %s (%s): trying the next read hook",
-					 pce_read_hook_attach_point(*hook), strerror(errno));
-			continue;
-		}
-		prog = read_hook_program(skel, *hook);
-		if (!prog && bpf_program__autoload(skel->progs.on_folio_activated))
-			prog = skel->progs.on_folio_activated;
-		*promote_link = prog ? bpf_program__attach(prog) : NULL;
-		if (*promote_link || *hook == PCE_READ_HOOK_NONE)
-		{
-			if (!prog)
-				snprintf(promotion_missing, missinglen,
-						 "the kernel has no read hook and no mm_lru_activate tracepoint");
-			else if (!*promote_link)
-				snprintf(promotion_missing, missinglen,
-						 "cannot attach tp_btf/mm_lru_activate: %s", strerror(errno));
+		if (skel)
 			return skel;
-		}
-		pce_info("cannot attach %s (%s): trying the next read hook",
-				 pce_read_hook_attach_point(*hook), strerror(errno));
-		tracker_bpf__destroy(skel);
 	}
+	return load_without_read_hook(pins, cluster_uid, promote_link, promotion_missing, missinglen);
 }
 
 /*

@@ -6,6 +6,7 @@
 #ifndef PCE_LOADER_TRACKER_H
 #define PCE_LOADER_TRACKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -28,6 +29,9 @@ struct tracker_bpf;
 extern struct tracker_bpf *pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid,
 											   enum pce_read_hook *read_hook,
 											   char *promotion_missing, size_t missinglen);
+
+/* Let libbpf's warnings through while a read hook is tried (-v). */
+extern void pce_tracker_set_verbose(bool verbose);
 
 /* The program of a read hook (PCE_READ_HOOK_TABLE), "" for none. */
 extern const char *pce_read_hook_attach_point(enum pce_read_hook hook);

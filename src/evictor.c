@@ -28,8 +28,8 @@
  * are in bytes_waiting, not in the budget (set_cached_unkept).
  * bytes_dropped counts what cachestat saw leave.  Where the kernel has no
  * cachestat (before 6.5) mincore() counts the cached pages but not the
- * dirty ones: an extent with pages left waits as a dirty one, and is
- * dropped again every second until they are gone (drop_again_when_due).
+ * dirty ones: an extent with pages left waits as a dirty one, and goes
+ * back among the tracked ones every second (wait_without_dirty_count).
  *
  * An extent that another live marked reader of the same relation has yet
  * to read (a synchronized scan behind this one, pg_dump's COPY behind a
@@ -405,18 +405,27 @@ drop_extent(Extent *ext)
 
 /*
  * Without a dirty count (mincore: kernels before 6.5, such as Debian 12's
- * 6.1, and overlays), pages still cached after a drop may be dirty, under
- * writeback or in use: the drop is tried again every WAITING_KICK_MS
- * (fadvise starts the writeback of dirty pages itself) until they are
- * gone, within WAITING_MAX_MS.  Returns whether ext still waits.
+ * 6.1, and overlays) the pages a drop left may be dirty, under writeback
+ * or in use.  Every WAITING_KICK_MS the extent goes back among the oldest
+ * tracked ones, as after a writeback: dropped again when over the budget
+ * (fadvise starts the writeback of dirty pages itself), or kept for a
+ * sibling.  More of its pages cached than the drop left: a reader read
+ * them again, they are its own now, and the extent is forgotten.  Returns
+ * whether ext still waits.
  */
 static bool
-drop_again_when_due(Extent *ext, TimestampTz now)
+wait_without_dirty_count(Extent *ext, uint64 cached_pages, TimestampTz now)
 {
+	if (cached_pages > ext->nkept + ext->cached_unkept)
+	{
+		forget_extent(ext);
+		return false;
+	}
+	set_cached_unkept(ext, cached_pages);
 	if (!TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
 		return true;
-	ext->kicked_at = now;
-	return drop_extent(ext) == DROP_WAITING;
+	stop_waiting(ext);
+	return false;
 }
 
 /*
@@ -457,9 +466,9 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 		ext->kicked_at = now;
 	}
 	close(fd);
-	set_cached_unkept(ext, cs.cached);
 	if (!cs.counts_dirty)
-		return drop_again_when_due(ext, now);
+		return wait_without_dirty_count(ext, cs.cached, now);
+	set_cached_unkept(ext, cs.cached);
 	if (cs.dirty + cs.writeback > 0)
 		return true;
 	if (!ext->for_writeback || cs.cached <= ext->nkept)

@@ -192,7 +192,7 @@ cache_ext_status(PG_FUNCTION_ARGS)
 	put_text_row(rsinfo, "pin_dir", pce_pin_dir());
 	put_text_row(rsinfo, "cgroup", info.cgroup[0] ? info.cgroup : NULL);
 	put_text_row(rsinfo, "promotion", promotion_note(mech, &settings, &info));
-	put_text_row(rsinfo, "read_hook", mech == PCE_MECH_STOCK ? pce_read_hook_program(info.read_hook) : NULL);
+	put_text_row(rsinfo, "read_hook", mech == PCE_MECH_STOCK ? pce_read_hook_program_name(info.read_hook) : NULL);
 	if (maps_ok)
 	{
 		snprintf(buf, sizeof(buf), "%d", Max(pce_map_walk_marks(NULL, NULL), 0));

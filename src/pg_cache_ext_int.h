@@ -198,7 +198,7 @@ typedef struct PceSettings
 extern void pce_settings_snapshot(PceSettings *settings);
 extern void pce_knobs_from_settings(const PceSettings *settings, struct pce_knobs *knobs);
 extern bool pce_kernel_btf_has_cache_ext(void);
-extern const char *pce_read_hook_program(uint32 hook);
+extern const char *pce_read_hook_program_name(uint32 hook);
 extern const char *pce_mode_name(int mode);
 extern const char *pce_mechanism_name(uint32 mech);
 extern enum pce_mechanism pce_current_mechanism(const PceSettings *settings, const char **why,

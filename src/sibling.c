@@ -12,9 +12,10 @@
  * read by the others next.  Dropping it as soon as the budget is exceeded
  * makes the others read it again from disk.
  *
- * Where each marked process reads is recorded by the tracker's read
- * tracepoint (mm_filemap_get_pages, Linux 6.10+, in the reading process,
- * also for reads served from the cache) in the pinned map scan_positions:
+ * Where each marked process reads is recorded by the tracker's read hook
+ * (the mm_filemap_get_pages tracepoint, Linux 6.10+, or fentry on
+ * filemap_read before it: in the reading process, also for reads served
+ * from the cache) in the pinned map scan_positions:
  * the file and the last page of its latest read, keyed like scan_pids.
  * No PostgreSQL structure is needed, so this holds for every kind of
  * marked reader (a SeqScan, COPY TO, VACUUM, the parallel workers of one

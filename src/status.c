@@ -182,11 +182,12 @@ pce_kernel_btf_has_cache_ext(void)
 
 /* The table's program of a read hook (bpf/pg_cache_ext.h), NULL for none. */
 const char *
-pce_read_hook_program(uint32 hook)
+pce_read_hook_program_name(uint32 hook)
 {
 	switch (hook)
 	{
-#define PCE_READ_HOOK_CASE(sym, name, program) case sym: return program[0] ? program : NULL;
+#define PCE_READ_HOOK_CASE(sym, name, program, btf_name, attach_type) \
+		case sym: return program[0] ? program : NULL;
 			PCE_READ_HOOK_TABLE(PCE_READ_HOOK_CASE)
 #undef PCE_READ_HOOK_CASE
 	}

@@ -26,7 +26,6 @@ my $budget_mb = 2 * ($held_room_mb + int($read_ahead_reach_mb + 0.999));
 my $mb = 1024 * 1024;
 my $page = 4096;
 
-
 # Without data checksums (initdb's default from 18 on): with them, the
 # first hint bit set on a page after a checkpoint is WAL-logged, and a bulk
 # read's ring leaves such a buffer in shared_buffers rather than wait for

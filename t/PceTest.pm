@@ -272,8 +272,8 @@ sub no_read_positions_why
 {
 	my ($node) = @_;
 	my $s = status($node);
-	return "the loader attached no read hook (kernel $s->{kernel}: no mm_filemap_get_pages "
-	  . "tracepoint, fentry on filemap_read refused; see its output): no scan positions";
+	return "the loader attached no read hook on kernel $s->{kernel} (its output says which it "
+	  . "lacks or refused): no scan positions";
 }
 
 # The read-ahead (MB) of the disk $path is on: its read_ahead_kb in sysfs
