@@ -309,7 +309,7 @@ host_suite() {
 	local summary tests=$SUITE_TESTS
 	say "# suite: the read hook is '$(status_of read_hook)'"
 	check "scripts/test.sh with $tests (memory cgroups on cgroup v2) exits 0" host_suite_run "$tests" ||
-		{ grep -a -A4 '^ *not ok' "$STATE/suite.log" | head -20
+		{ grep -a -B3 -A4 '^ *not ok' "$STATE/suite.log" | head -40
 		  grep -la 'not ok' "$SUITE_WORK"/tree/tmp_check/log/regress_log_* | xargs -r tail -n 15; } |
 		sed 's/^/# suite: /' | while read -r l; do say "$l"; done
 	summary=$(tail -1 "$STATE/suite.log")
