@@ -164,6 +164,18 @@ ensure_chroot() {
 	echo "lane $v: chroot built in $(fmt_time $((SECONDS - t0)))"
 }
 
+# The machine's name resolves in the chroot as on the host: sudo (the tests'
+# root door) looks it up on every call, and where /etc/hosts lacks it the
+# lookup goes to DNS, which on a machine without internet can take 5 s (a
+# test of the loader's promptness failed on it).  Done on every run: a
+# chroot is reused on machines of other names.
+name_host_in_root() {
+	local root=$1 name
+	name=$(hostname)
+	grep -qw -- "$name" "$root/etc/hosts" 2>/dev/null && return 0
+	printf '127.0.1.1\t%s\n' "$name" >>"$root/etc/hosts"
+}
+
 # ---- mounts ----
 
 mount_one() {
@@ -245,6 +257,7 @@ run_lane() {
 	trap 'umount_root "$LANE_ROOT"' EXIT
 	trap 'exit 1' INT TERM HUP
 	ensure_chroot "$v" "$suite" "$root"
+	name_host_in_root "$root"
 	mount_root "$root"
 	dst=$root/var/tmp/pce-lane-src
 	rm -rf "$dst"

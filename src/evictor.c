@@ -409,18 +409,14 @@ drop_extent(Extent *ext)
  * or in use.  Every WAITING_KICK_MS the extent goes back among the oldest
  * tracked ones, as after a writeback: dropped again when over the budget
  * (fadvise starts the writeback of dirty pages itself), or kept for a
- * sibling.  More of its pages cached than the drop left: a reader read
- * them again, they are its own now, and the extent is forgotten.  Returns
- * whether ext still waits.
+ * sibling.  (Forgetting it when more of its pages were cached than the
+ * drop left, as read again by someone, left its dirty pages cached when
+ * the checkpointer wrote back one dropped page: 18.9 MB over the budget in
+ * t/018 on 6.1.)  Returns whether ext still waits.
  */
 static bool
 wait_without_dirty_count(Extent *ext, uint64 cached_pages, TimestampTz now)
 {
-	if (cached_pages > ext->nkept + ext->cached_unkept)
-	{
-		forget_extent(ext);
-		return false;
-	}
 	set_cached_unkept(ext, cached_pages);
 	if (!TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
 		return true;
