@@ -41,8 +41,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
-#include <pwd.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -63,6 +61,7 @@
 #include <bpf/libbpf.h>
 
 #include "pg_cache_ext.h"
+#include "accounts.h"
 #include "config.h"
 #include "options.h"
 #include "policy.h"
@@ -104,8 +103,8 @@ usage(void)
 		   "                           pg_cache_ext gets nothing loaded (exit 0)\n"
 		   "      --cluster-id=ID      use this cluster id instead of reading DATADIR\n"
 		   "      --bpffs-dir=DIR      pin root (default %s)\n"
-		   "      --group=GROUP        group that may use the pins (default postgres)\n"
-		   "      --user=USER          the account the cluster runs as, which must own DATADIR\n"
+		   "      --group=GROUP        group that may use the pins, a name or a number (default postgres)\n"
+		   "      --user=USER          the account the cluster runs as, a name or a number, which must own DATADIR\n"
 		   "                           (default postgres)\n"
 		   "      --mode=MODE          " PCE_MODE_CHOICES " (default auto; off loads as auto:\n"
 		   "                           the server's pg_cache_ext.mode = off turns it off)\n"
@@ -125,12 +124,42 @@ usage(void)
 		   PCE_DEFAULT_BPFFS_DIR);
 }
 
-/* What the configuration files said, for --check. */
 /* Why scan folios cannot be promoted on this kernel, or "" when they can. */
 static char promotion_missing[160];
 static enum pce_read_hook read_hook;	/* the tracker's, once loaded */
 
+/* What the configuration files said, for --check. */
 static struct pce_loader_config cluster_conf;
+
+/* --group's gid (a name, or a number the host has no name for) */
+static gid_t
+server_group(void)
+{
+	gid_t		gid;
+
+	if (!pce_lookup_group(opt.group, &gid))
+		pce_fail("group \"%s\" does not exist (--group names the group the server runs in, "
+				 "or gives its number)", opt.group);
+	return gid;
+}
+
+/*
+ * --user's uid, and its primary group into *gid if asked: for a number the
+ * host has no account for (a container's), --group's.
+ */
+static uid_t
+user_account(gid_t *gid)
+{
+	uid_t		uid;
+	gid_t		primary;
+
+	if (!pce_lookup_user(opt.user, (gid_t) -1, &uid, &primary))
+		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as, "
+				 "or gives its number)", opt.user);
+	if (gid)
+		*gid = primary != (gid_t) -1 ? primary : server_group();
+	return uid;
+}
 
 /*
  * Open -D (root's own argument, so followed as given: data directories are
@@ -143,7 +172,7 @@ static struct pce_loader_config cluster_conf;
 static void
 open_datadir(const struct pce_reader *as)
 {
-	struct passwd *pw;
+	uid_t		uid;
 
 	datadir_fd = as ? pce_openat2_as(as, AT_FDCWD, opt.datadir, O_RDONLY | O_DIRECTORY, 0)
 		: open(opt.datadir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -155,10 +184,8 @@ open_datadir(const struct pce_reader *as)
 	if (cluster_owner.uid == 0)
 		pce_fail("\"%s\" is owned by root: not a PostgreSQL data directory (the server refuses to run as root)",
 			 opt.datadir);
-	pw = getpwnam(opt.user);
-	if (!pw)
-		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
-	if (pw->pw_uid != cluster_owner.uid)
+	uid = user_account(NULL);
+	if (uid != cluster_owner.uid)
 		pce_fail("\"%s\" is owned by uid %u, not by the cluster's account \"%s\": refused (--user names "
 			 "the account the cluster runs as)", opt.datadir, (unsigned) cluster_owner.uid, opt.user);
 }
@@ -206,13 +233,12 @@ read_debian_cluster(char *why, size_t whylen)
 	static char conf_path[PATH_MAX];
 	static char datadir[PCE_CONF_VALUE_MAX];
 	static struct pce_reader user_reader;
-	struct passwd *pw = getpwnam(opt.user);
 	const char *name = strchr(opt.debian_cluster, '-') + 1;	/* validated: VERSION-NAME */
 	const char *problem;
+	gid_t		gid;
+	uid_t		uid = user_account(&gid);
 
-	if (!pw)
-		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
-	pce_reader_from_uid(pw->pw_uid, pw->pw_gid, &user_reader);
+	pce_reader_from_uid(uid, gid, &user_reader);
 	if (!opt.config_file)
 	{
 		snprintf(conf_path, sizeof(conf_path), "/etc/postgresql/%.*s/%s/postgresql.conf",
@@ -627,17 +653,15 @@ do_check(const struct plan *pl)
 static uid_t
 cluster_uid(void)
 {
-	struct passwd *pw;
+	uid_t		uid;
 
 	if (cluster_owner.set)
 		return cluster_owner.uid;
-	pw = getpwnam(opt.user);
-	if (!pw)
-		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as)", opt.user);
-	if (pw->pw_uid == 0)
+	uid = user_account(NULL);
+	if (uid == 0)
 		pce_fail("--user \"%s\" is root: not a PostgreSQL account (the server refuses to run as root)",
 				 opt.user);
-	return pw->pw_uid;
+	return uid;
 }
 
 /*
@@ -739,13 +763,11 @@ do_install(const struct plan *pl)
 {
 	char		why[PATH_MAX + 256];
 	char		reason[PATH_MAX + 512];
-	struct group *gr = getgrnam(opt.group);
+	gid_t		server_gid = server_group();
 	struct tracker_bpf *tracker;
 	enum pce_mechanism mech;
 
-	if (!gr)
-		pce_fail("group \"%s\" does not exist (--group names the group the server runs in)", opt.group);
-	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, gr->gr_gid, bound_to(), &pins, why, sizeof(why)) != 0)
+	if (pce_pins_open(opt.bpffs_dir, cluster_id, PCE_PINS_INSTALL, server_gid, bound_to(), &pins, why, sizeof(why)) != 0)
 		pce_fail("%s", why);
 	if (pce_policy_resume_interrupted(&pins, why, sizeof(why)) != 0)
 		pce_fail("cannot finish an earlier cache_ext policy detach: %s", why);

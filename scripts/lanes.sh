@@ -6,6 +6,9 @@
 #   lane pkg: scripts/package-test.sh on the host, last: the Debian packages
 #             built from the tree, installed, tested, and purged again;
 #             pkg-17, pkg-18: the same in a chroot lane's chroot
+#   lane docker: scripts/docker-lane.sh: the server in an unprivileged Docker
+#             container (an image made from lane 17's chroot), the loader
+#             on the host
 #   lane vm12, vm13: the deployment test in QEMU VMs that boot Debian 12's and
 #   13's own kernels (6.1, 6.12) with systemd and PostgreSQL 15, 17
 #   (scripts/vm-lane.sh; images built once below /var/tmp/pce-vms)
@@ -38,9 +41,9 @@ cd "$(dirname "$0")/.."
 SRC=$PWD
 CHROOTS=/var/tmp/pce-chroots
 # every lane, by PostgreSQL major version (suite_of gives each its Debian
-# suite), then the VM lanes (scripts/vm-lane.sh), then pkg (the host's
-# Debian packages)
-ALL_LANES="15 17 18 vm12 vm13 pkg"
+# suite), then Docker (scripts/docker-lane.sh), the VM lanes
+# (scripts/vm-lane.sh), then pkg (the host's Debian packages)
+ALL_LANES="15 17 18 docker vm12 vm13 pkg"
 # packages a chroot lane needs; libclang-rt for the installed clang is added
 LANE_PKGS="postgresql-@V@ postgresql-server-dev-@V@ libbpf-dev bpftool clang llvm libelf-dev
 	zlib1g-dev make gcc pkg-config libipc-run-perl sudo procps xz-utils"
@@ -58,6 +61,7 @@ suite_of() {
 	18) echo forky ;;
 	pkg) host_suite ;;
 	pkg-*) suite_of "${1#pkg-}" ;;
+	docker) suite_of 17 ;;
 	vm12) echo "bookworm VM" ;;
 	vm13) echo "trixie VM" ;;
 	*) return 1 ;;
@@ -213,6 +217,7 @@ umount_root() {
 # lacks (a chroot that is already complete needs no archive).
 lane_unavailable() {
 	local v=${1#pkg-} suite host
+	[ "$v" = docker ] && v=17 # its image is made from lane 17's chroot
 	suite=$(suite_of "$v")
 	if [[ $v == vm* ]]; then
 		command -v qemu-system-x86_64 >/dev/null || command -v apt-get >/dev/null ||
@@ -245,6 +250,7 @@ run_lane() {
 	local lane=$1 v=${1#pkg-} suite root dst
 	suite=$(suite_of "$v")
 	[ "$lane" = pkg ] && exec bash "$SRC/scripts/package-test.sh"
+	[ "$lane" = docker ] && exec bash "$SRC/scripts/docker-lane.sh"
 	[[ $v == vm* ]] && exec bash "$SRC/scripts/vm-lane.sh" "$v"
 	if [ "$suite" = "$(host_suite)" ]; then
 		exec env PCE_IN_LANE=1 bash "$SRC/scripts/test.sh"
@@ -296,6 +302,7 @@ lane_where() {
 	case "$v" in
 	pkg) echo "host, Debian packages" ;;
 	pkg-*) echo "$suite chroot, Debian packages" ;;
+	docker) echo "Docker, $suite image" ;;
 	vm*) echo "$suite" ;;
 	*) [ "$suite" = "$(host_suite)" ] && echo host || echo "$suite chroot" ;;
 	esac

@@ -158,6 +158,18 @@ unsearchable_dir(const char *path, char *dir, size_t dirlen)
 	}
 }
 
+/* Is dir a directory on a bpffs? */
+static bool
+dir_on_bpffs(const char *dir)
+{
+	int			fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	bool		on_bpffs = fd >= 0 && pce_fd_on_bpffs(fd);
+
+	if (fd >= 0)
+		close(fd);
+	return on_bpffs;
+}
+
 /*
  * Why can't we use the pin directory?  One line, for status and logs.
  */
@@ -167,7 +179,6 @@ diagnose(const char *path, int err)
 	struct stat st;
 	char		parent[MAXPGPATH];
 	char		closed[MAXPGPATH];
-	int			parent_fd;
 	bool		on_bpffs;
 
 	if (unsearchable_dir(path, closed, sizeof(closed)) && stat(closed, &st) == 0)
@@ -181,27 +192,33 @@ diagnose(const char *path, int err)
 		return;
 	}
 	pce_bpffs_parent(pce_bpffs_dir, parent, sizeof(parent));
-	parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	on_bpffs = parent_fd >= 0 && pce_fd_on_bpffs(parent_fd);
-	if (parent_fd >= 0)
-		close(parent_fd);
+	/* the pin root itself is a container's bpffs: a bind mount of the host's */
+	on_bpffs = dir_on_bpffs(pce_bpffs_dir) || dir_on_bpffs(parent);
 
 	if (!on_bpffs)
 		snprintf(error_reason, sizeof(error_reason),
 				 "bpffs is not mounted at %s: pg_cache_ext_loader has not run since boot, or failed "
 				 "(it mounts one there when it may; run pg_cache_ext_loader -D %s: under systemd the "
-				 "drop-in runs it at each start of the cluster and logs why it failed in the unit's journal)",
-				 parent, DataDir);
+				 "drop-in runs it at each start of the cluster and logs why it failed in the unit's journal; "
+				 "in a container, bind-mount the host's pin root at %s)",
+				 parent, DataDir, pce_bpffs_dir);
 	else if (stat(pce_pin_dir(), &st) != 0 && errno == ENOENT)
 		snprintf(error_reason, sizeof(error_reason),
 				 "pins missing: %s does not exist (pg_cache_ext_loader has not run for this cluster, "
 				 "or failed: under systemd the drop-in runs it at each start of the cluster and logs "
 				 "why it failed in the unit's journal; by hand: pg_cache_ext_loader -D %s)",
 				 pce_pin_dir(), DataDir);
-	else if (err == EACCES || err == EPERM)
+	else if (err == EACCES)
 		snprintf(error_reason, sizeof(error_reason),
 				 "permission denied on %s: pins must be group of the server's user with mode 0660 "
 				 "(rerun pg_cache_ext_loader)", path);
+	else if (err == EPERM)
+		/* the file's mode gives EACCES: EPERM is bpf(2) itself refused */
+		snprintf(error_reason, sizeof(error_reason),
+				 "bpf(2) refused to open %s (EPERM): a seccomp profile that forbids bpf(2), as Docker's "
+				 "default does for a container without CAP_SYS_ADMIN (allow the bpf syscall in the "
+				 "container's profile: README, \"Containers\"), or, before Linux 5.19, "
+				 "kernel.unprivileged_bpf_disabled set", path);
 	else if (err == ENOENT)
 		snprintf(error_reason, sizeof(error_reason),
 				 "pins missing: %s does not exist (rerun pg_cache_ext_loader)", path);

@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# docker-lane.sh - pg_cache_ext with the server in a Docker container, set
+# up as the README's "Containers" section tells a user to, as root.
+#
+#   1. Docker: Debian's docker.io (installed if missing; dockerd started for
+#      the lane if none runs, and stopped again)
+#   2. the image: lane 17's trixie chroot (scripts/lanes.sh) imported once
+#      as a base image, then the extension built and installed in that
+#      chroot (make install DESTDIR=...) copied in, and the image's postgres
+#      account moved to 999:999, the ids of Docker Hub's postgres image: the
+#      host has no account of that uid
+#   3. the cluster's data directory on the host, bind-mounted into the
+#      container; the loader run on the host with --user 999 --group 999
+#   4. the server's container runs without capabilities (--cap-drop ALL,
+#      no-new-privileges) as 999:999 in its own PID namespace, with the
+#      host's pin root bind-mounted and Docker's own default seccomp profile
+#      plus the bpf syscall (the profile comes from Debian's
+#      golang-github-docker-docker-dev, the same source as docker.io)
+#   5. a marked scan there is tracked and dropped to the budget, an unmarked
+#      one is not (the control); then the container without the pin root,
+#      and with Docker's default profile: the server says what is missing
+#      (the mount; bpf(2) refused), and queries run
+#
+# Prints TAP lines and "N passed, N failed, N skipped" (lanes.sh's lane
+# "docker"); exit 1 on any failure.  The images stay for the next run
+# (pce-docker-base:<chroot stamp>, pce-docker-test).
+#
+#   PCE_DOCKER_WORK=/var/tmp/pce-docker   work directory (data, profile, logs)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SRC=$PWD
+WORK=${PCE_DOCKER_WORK:-/var/tmp/pce-docker}
+DATA=$WORK/data
+PINS=/run/pg_cache_ext/pins         # the loader's default pin root (pg_cache_ext.bpffs_dir's)
+CTR_DATA=/var/lib/postgresql/data   # the data directory in the container
+CTR_ID=999                          # uid and gid of the server in the container
+CONTAINER=pce-docker-pg
+TEST_IMAGE=pce-docker-test
+PG_MAJOR=17
+BUDGET_MB=16
+BATCH_MB=2                          # EVICT_BATCH_BYTES of src/evictor.c
+LOADER=$SRC/loader/pg_cache_ext_loader
+
+. "$SRC/scripts/lanes.sh" --functions
+set +e # lanes.sh sets -e: a failed check must not end the lane
+
+PASSED=0 FAILED=0 N=0
+ok() {
+	N=$((N + 1)) PASSED=$((PASSED + 1))
+	echo "ok $N - $1"
+}
+not_ok() {
+	N=$((N + 1)) FAILED=$((FAILED + 1))
+	echo "not ok $N - $1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/#   /' | head -40
+}
+contains() { grep -q -- "$2" <<<"$1"; } # contains TEXT PATTERN
+check() { # check "description" command...: ok when the command succeeds
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+summary() {
+	echo
+	echo "$PASSED passed, $FAILED failed, 0 skipped"
+	[ "$FAILED" -eq 0 ]
+}
+die() {
+	not_ok "$1" "${2:-}"
+	summary
+	exit 1
+}
+
+# ---- 1. Docker ----
+
+STARTED_DOCKERD=
+ensure_docker() {
+	local i
+	if ! command -v dockerd >/dev/null || ! command -v jq >/dev/null; then
+		apt-get install -y -qq --no-install-recommends docker.io jq >/dev/null || return 1
+	fi
+	docker info >/dev/null 2>&1 && return 0
+	# no init system started it (a container or a machine without systemd)
+	dockerd >"$WORK/dockerd.log" 2>&1 &
+	STARTED_DOCKERD=$!
+	for i in $(seq 60); do
+		docker info >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	tail -20 "$WORK/dockerd.log"
+	return 1
+}
+
+stop_dockerd() {
+	[ -n "$STARTED_DOCKERD" ] || return 0
+	kill "$STARTED_DOCKERD" 2>/dev/null
+	wait "$STARTED_DOCKERD" 2>/dev/null
+}
+
+# Docker's default seccomp profile, as the installed docker.io was built
+# with it, and the same with the bpf syscall allowed: what the server's
+# container needs (it only opens pinned maps, which file modes govern)
+make_seccomp_profile() {
+	local deb dir=$WORK/docker-dev default
+	default=$dir/usr/share/gocode/src/github.com/docker/docker/profiles/seccomp/default.json
+	if [ ! -f "$default" ]; then
+		rm -rf "$dir" && mkdir -p "$dir"
+		(cd "$WORK" && apt-get download -q golang-github-docker-docker-dev >/dev/null) || return 1
+		deb=$(ls "$WORK"/golang-github-docker-docker-dev_*.deb | tail -1)
+		dpkg-deb -x "$deb" "$dir" && rm -f "$deb" || return 1
+	fi
+	jq '.syscalls += [{"names": ["bpf"], "action": "SCMP_ACT_ALLOW", "args": []}]' \
+		"$default" >"$WORK/seccomp-bpf.json"
+}
+
+# ---- 2. the image ----
+
+# lane 17's chroot as a base image, imported again when the chroot changes
+base_image() {
+	local root=$1 tag
+	tag=pce-docker-base:$(stat -c %Y "$root/.pce-stamp")
+	if ! docker image inspect "$tag" >/dev/null 2>&1; then
+		tar -C "$root" --exclude=./var/tmp --exclude=./var/cache/apt/archives --exclude=./proc \
+			--exclude=./sys --exclude=./dev --exclude=./run --exclude=./usr/share/doc \
+			--exclude=./usr/share/man -cf - . | docker import - "$tag" >/dev/null || return 1
+	fi
+	echo "$tag"
+}
+
+# the extension built in the chroot and installed below a staging directory
+build_extension() {
+	local root=$1 dst=$1/var/tmp/pce-docker-src
+	rm -rf "$dst" "$root/var/tmp/pce-docker-stage"
+	mkdir -p "$dst"
+	tar -C "$SRC" --exclude=.git --exclude=tmp_check --exclude=results --exclude=./bench/out -cf - . |
+		tar -C "$dst" -xf -
+	in_root "$root" make -s -C /var/tmp/pce-docker-src clean >/dev/null 2>&1 || true
+	in_root "$root" make -s -C /var/tmp/pce-docker-src >"$WORK/make.log" 2>&1 &&
+		in_root "$root" make -s -C /var/tmp/pce-docker-src install \
+			DESTDIR=/var/tmp/pce-docker-stage >>"$WORK/make.log" 2>&1
+}
+
+build_image() {
+	local root=$CHROOTS/trixie base
+	exec 8>"$CHROOTS/trixie.lock" # lane 17 uses the chroot too
+	flock 8
+	ensure_chroot "$PG_MAJOR" trixie "$root" >/dev/null || return 1
+	LANE_ROOT=$root
+	mount_root "$root"
+	build_extension "$root" || { tail -30 "$WORK/make.log"; umount_root "$root"; return 1; }
+	umount_root "$root"
+	base=$(base_image "$root") || return 1
+	# the staged files over the base, and postgres at the ids of Docker
+	# Hub's image (the data directory's files then belong to them)
+	printf 'FROM %s\nRUN groupmod -g %s postgres && usermod -u %s -g %s postgres\nCOPY . /\n' \
+		"$base" "$CTR_ID" "$CTR_ID" "$CTR_ID" |
+		docker build -q -t "$TEST_IMAGE" -f - "$root/var/tmp/pce-docker-stage" >"$WORK/build.log" 2>&1 ||
+		{ tail -20 "$WORK/build.log"; return 1; }
+}
+
+# ---- 3. the cluster and the loader ----
+
+pg_bin() { echo "/usr/lib/postgresql/$PG_MAJOR/bin/$1"; }
+
+init_cluster() {
+	rm -rf "$DATA"
+	mkdir -p "$DATA"
+	chown "$CTR_ID:$CTR_ID" "$DATA"
+	chmod 0700 "$DATA"
+	docker run --rm --user "$CTR_ID:$CTR_ID" -v "$DATA:$CTR_DATA" "$TEST_IMAGE" \
+		"$(pg_bin initdb)" -D "$CTR_DATA" --auth=trust >"$WORK/initdb.log" 2>&1 || return 1
+	cat >>"$DATA/postgresql.conf" <<-EOF
+		shared_preload_libraries = 'pg_cache_ext'
+		listen_addresses = ''
+		unix_socket_directories = '/tmp'
+		shared_buffers = 16MB
+		fsync = off
+		autovacuum = off
+		max_parallel_workers_per_gather = 0
+		pg_cache_ext.scan_budget = '${BUDGET_MB}MB'
+	EOF
+}
+
+# ---- 4. the server's container ----
+
+# $1: the seccomp profile ("" for Docker's default); $2: "nopins" to leave
+# the pin root out of the container
+start_server() {
+	local i
+	docker rm -f "$CONTAINER" >/dev/null 2>&1
+	docker run -d --name "$CONTAINER" --user "$CTR_ID:$CTR_ID" --cap-drop ALL \
+		--security-opt no-new-privileges ${1:+--security-opt seccomp="$1"} \
+		-v "$DATA:$CTR_DATA" $([ "${2:-}" = nopins ] || echo "-v $PINS:$PINS") "$TEST_IMAGE" \
+		"$(pg_bin postgres)" -D "$CTR_DATA" >/dev/null || return 1
+	for i in $(seq 60); do
+		docker exec "$CONTAINER" "$(pg_bin pg_isready)" -q -h /tmp && return 0
+		sleep 0.5
+	done
+	docker logs "$CONTAINER" 2>&1 | tail -20
+	return 1
+}
+
+stop_server() {
+	docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
+}
+
+psql_ctr() {
+	docker exec "$CONTAINER" "$(pg_bin psql)" -h /tmp -X -q -At -d postgres -v ON_ERROR_STOP=1 "$@"
+}
+
+status_row() { psql_ctr -c "SELECT value FROM cache_ext_status() WHERE name = '$1'"; }
+stat_value() { psql_ctr -c "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
+cached_mb() { psql_ctr -c "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
+
+# the table's pages out of the page cache, from the host (the same files)
+drop_table_cache() {
+	local file
+	for file in "$DATA/$(psql_ctr -c "SELECT pg_relation_filepath('$1')")"*; do
+		sync "$file" # written back first (fsync = off): dirty pages stay
+		dd if="$file" iflag=nocache count=0 status=none
+	done
+}
+
+# $1: a SET for the scanning session; prints the table's cache (MB) once
+# the worker has had 10 s to bring it within the budget
+scan_cold() {
+	local i mb bound=$((BUDGET_MB + BATCH_MB))
+	drop_table_cache big
+	psql_ctr -c "$1" -c "SELECT count(*) FROM big" >/dev/null || return 1
+	for i in $(seq 20); do
+		mb=$(cached_mb big)
+		awk -v m="$mb" -v b="$bound" 'BEGIN { exit !(m <= b) }' && break
+		sleep 0.5
+	done
+	echo "$mb"
+}
+
+# ---- 5. the checks ----
+
+test_accounts_and_pins() {
+	local out mode
+	out=$("$LOADER" -D "$DATA" --user "$CTR_ID" --group "$CTR_ID" 2>&1)
+	check "the host has no account of uid $CTR_ID" test -z "$(getent passwd "$CTR_ID")"
+	check "the loader takes the container's ids by number" contains "$out" "maps group $CTR_ID, mode 0660"
+	[ -n "$(ls "$PINS"/*/scan_pids 2>/dev/null)" ] || die "the loader pinned the maps" "$out"
+	mode=$(stat -c '%g %a' "$(ls "$PINS"/*/scan_pids | head -1)")
+	check "pinned maps are group $CTR_ID, mode 0660 ($mode)" test "$mode" = "$CTR_ID 660"
+}
+
+test_marked_scan() {
+	local marks_before dropped_before marked control ns_pid
+	check "the server runs as $CTR_ID" test "$(docker exec "$CONTAINER" id -u)" = "$CTR_ID"
+	check "without capabilities" contains "$(docker exec "$CONTAINER" cat /proc/1/status)" $'^CapEff:\t0*$'
+	ns_pid=$(docker exec "$CONTAINER" sh -c 'echo $$')
+	check "in a PID namespace of its own (a process there is PID $ns_pid, the postmaster PID 1)" \
+		test "$(docker exec "$CONTAINER" cat /proc/1/comm)" = postgres
+	psql_ctr -c "CREATE EXTENSION pg_cache_ext" || die "CREATE EXTENSION in the container"
+	check "cache_ext_status(): active ($(status_row reason))" test "$(status_row state)" = active
+	check "on the stock mechanism" test "$(status_row mechanism)" = stock
+	psql_ctr -c "CREATE TABLE big AS SELECT g, repeat('x', 900) AS pad FROM generate_series(1, 100000) g" \
+		-c "CHECKPOINT" || die "a 96 MB table"
+	marks_before=$(stat_value marks_seqscan)
+	dropped_before=$(stat_value bytes_dropped)
+	marked=$(scan_cold "SET pg_cache_ext.scan_threshold = 0")
+	check "a marked scan leaves the table within budget + one batch: $marked MB cached of ~96 (budget $BUDGET_MB MB)" \
+		awk -v m="$marked" -v b=$((BUDGET_MB + BATCH_MB)) 'BEGIN { exit !(m != "" && m <= b) }'
+	check "the scan was marked (marks_seqscan $marks_before -> $(stat_value marks_seqscan))" \
+		test "$(stat_value marks_seqscan)" -gt "$marks_before"
+	check "and its pages dropped (bytes_dropped $dropped_before -> $(stat_value bytes_dropped))" \
+		test "$(stat_value bytes_dropped)" -ge $((dropped_before + 60 * 1048576))
+	control=$(scan_cold "SET pg_cache_ext.scan = off")
+	check "the control: an unmarked scan leaves it cached ($control MB)" \
+		awk -v m="$control" 'BEGIN { exit !(m >= 85) }'
+}
+
+# Docker's default profile forbids bpf(2) to a container without
+# CAP_SYS_ADMIN: the server must say so, and run queries
+test_default_seccomp() {
+	local reason
+	start_server "" || die "the server starts under Docker's default seccomp profile"
+	reason=$(status_row reason)
+	check "under Docker's default seccomp profile: idle" test "$(status_row state)" = idle
+	check "and the reason names bpf(2) and seccomp ($reason)" \
+		contains "$reason" 'bpf(2) refused .*(EPERM): a seccomp profile'
+	check "queries run" test "$(psql_ctr -c "SET pg_cache_ext.scan_threshold = 0" -c "SELECT count(*) FROM big")" = 100000
+}
+
+# a container the pin root was not given to: idle, and says what to mount
+test_without_pins() {
+	local reason
+	start_server "$WORK/seccomp-bpf.json" nopins || die "the server starts without the pin root"
+	reason=$(status_row reason)
+	check "without the pin root mounted: idle" test "$(status_row state)" = idle
+	check "and the reason says to bind-mount it ($reason)" \
+		contains "$reason" "in a container, bind-mount the host's pin root at $PINS"
+	check "queries run" test "$(psql_ctr -c "SET pg_cache_ext.scan_threshold = 0" -c "SELECT count(*) FROM big")" = 100000
+	stop_server
+}
+
+cleanup() {
+	stop_server
+	[ -x "$LOADER" ] && [ -d "$DATA" ] && "$LOADER" --unload -D "$DATA" --user "$CTR_ID" >/dev/null 2>&1
+	stop_dockerd
+}
+
+main() {
+	[ "$(id -u)" -eq 0 ] || { echo "docker-lane.sh: run as root" >&2; exit 1; }
+	mkdir -p "$WORK"
+	exec 9>"$WORK.lock"
+	flock 9
+	trap cleanup EXIT
+	ensure_docker || die "Docker runs (docker.io; log: $WORK/dockerd.log)"
+	make_seccomp_profile || die "Docker's default seccomp profile, with bpf allowed"
+	make -s -C "$SRC" loader/pg_cache_ext_loader >"$WORK/loader-make.log" 2>&1 ||
+		die "the loader builds on the host" "$(tail -20 "$WORK/loader-make.log")"
+	build_image || die "the image: PostgreSQL $PG_MAJOR and the extension"
+	ok "image $TEST_IMAGE: PostgreSQL $PG_MAJOR of Debian 13 with the extension"
+	init_cluster || die "initdb in the container" "$(tail -20 "$WORK/initdb.log")"
+	test_accounts_and_pins
+	start_server "$WORK/seccomp-bpf.json" ||
+		die "the server starts without capabilities, Docker's profile plus bpf"
+	test_marked_scan
+	stop_server
+	test_without_pins
+	test_default_seccomp
+	summary
+}
+
+[ "${1:-}" = --functions ] || main
