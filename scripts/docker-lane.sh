@@ -8,7 +8,8 @@
 #      as a base image, then the extension built and installed in that
 #      chroot (make install DESTDIR=...) copied in, and the image's postgres
 #      account moved to 999:999, the ids of Docker Hub's postgres image: the
-#      host has no account of that uid
+#      host has no account of that uid; /overlay-ts, a directory in the
+#      image's own file system (overlay2), for a tablespace
 #   3. the cluster's data directory on the host, bind-mounted into the
 #      container; the loader run on the host with --user 999 --group 999
 #   4. the server's container runs without capabilities (--cap-drop ALL,
@@ -17,7 +18,8 @@
 #      plus the bpf syscall (the profile comes from Debian's
 #      golang-github-docker-docker-dev, the same source as docker.io)
 #   5. a marked scan there is tracked and dropped to the budget, an unmarked
-#      one is not (the control); then the container without the pin root,
+#      one is not (the control), and a marked scan of a table in the
+#      overlay's tablespace is too; then the container without the pin root,
 #      and with Docker's default profile: the server says what is missing
 #      (the mount; bpf(2) refused), and queries run
 #
@@ -152,8 +154,8 @@ build_image() {
 	base=$(base_image "$root") || return 1
 	# the staged files over the base, and postgres at the ids of Docker
 	# Hub's image (the data directory's files then belong to them)
-	printf 'FROM %s\nRUN groupmod -g %s postgres && usermod -u %s -g %s postgres\nCOPY . /\n' \
-		"$base" "$CTR_ID" "$CTR_ID" "$CTR_ID" |
+	printf 'FROM %s\nRUN groupmod -g %s postgres && usermod -u %s -g %s postgres && %s\nCOPY . /\n' \
+		"$base" "$CTR_ID" "$CTR_ID" "$CTR_ID" "install -d -o postgres -g postgres -m 0700 /overlay-ts" |
 		docker build -q -t "$TEST_IMAGE" -f - "$root/var/tmp/pce-docker-stage" >"$WORK/build.log" 2>&1 ||
 		{ tail -20 "$WORK/build.log"; return 1; }
 }
@@ -212,23 +214,24 @@ status_row() { psql_ctr -c "SELECT value FROM cache_ext_status() WHERE name = '$
 stat_value() { psql_ctr -c "SELECT value FROM cache_ext_stats() WHERE name = '$1'"; }
 cached_mb() { psql_ctr -c "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
 
-# the table's pages out of the page cache, from the host (the same files)
+# the table's pages out of the page cache, in the container (a tablespace
+# may be in its own file system); written back first (fsync = off): dirty
+# pages stay
 drop_table_cache() {
-	local file
-	for file in "$DATA/$(psql_ctr -c "SELECT pg_relation_filepath('$1')")"*; do
-		sync "$file" # written back first (fsync = off): dirty pages stay
-		dd if="$file" iflag=nocache count=0 status=none
-	done
+	docker exec -w "$CTR_DATA" "$CONTAINER" sh -c \
+		'for f in "$1"*; do sync "$f" && dd if="$f" iflag=nocache count=0 status=none; done' \
+		sh "$(psql_ctr -c "SELECT pg_relation_filepath('$1')")"
 }
 
-# $1: a SET for the scanning session; prints the table's cache (MB) once
-# the worker has had 10 s to bring it within the budget
+# $1: a SET for the scanning session, $2 the table (default big); prints
+# the table's cache (MB) once the worker has had 10 s to bring it within
+# the budget
 scan_cold() {
-	local i mb bound=$((BUDGET_MB + BATCH_MB))
-	drop_table_cache big
-	psql_ctr -c "$1" -c "SELECT count(*) FROM big" >/dev/null || return 1
+	local i mb bound=$((BUDGET_MB + BATCH_MB)) table=${2:-big}
+	drop_table_cache "$table"
+	psql_ctr -c "$1" -c "SELECT count(*) FROM $table" >/dev/null || return 1
 	for i in $(seq 20); do
-		mb=$(cached_mb big)
+		mb=$(cached_mb "$table")
 		awk -v m="$mb" -v b="$bound" 'BEGIN { exit !(m <= b) }' && break
 		sleep 0.5
 	done
@@ -271,6 +274,25 @@ test_marked_scan() {
 	control=$(scan_cold "SET pg_cache_ext.scan = off")
 	check "the control: an unmarked scan leaves it cached ($control MB)" \
 		awk -v m="$control" 'BEGIN { exit !(m >= 85) }'
+}
+
+# a tablespace in the container's own overlay2 file system: stat() there
+# names files by the overlay's device, the kernel by the layer's below
+test_overlay_tablespace() {
+	local fs marked control
+	fs=$(docker exec "$CONTAINER" stat -f -c %T /overlay-ts)
+	check "/overlay-ts is on the container's overlay ($fs)" test "$fs" = overlayfs
+	psql_ctr -c "CREATE TABLESPACE overlay_ts LOCATION '/overlay-ts'" \
+		-c "CREATE TABLE big_ov TABLESPACE overlay_ts AS SELECT * FROM big" -c "CHECKPOINT" ||
+		die "a 96 MB table in a tablespace on the overlay"
+	marked=$(scan_cold "SET pg_cache_ext.scan_threshold = 0" big_ov)
+	check "a marked scan of it leaves within budget + one batch: $marked MB cached" \
+		awk -v m="$marked" -v b=$((BUDGET_MB + BATCH_MB)) 'BEGIN { exit !(m != "" && m <= b) }'
+	control=$(scan_cold "SET pg_cache_ext.scan = off" big_ov)
+	check "the control: an unmarked scan of it leaves it cached ($control MB)" \
+		awk -v m="$control" 'BEGIN { exit !(m >= 85) }'
+	check "the server log names the overlay's device and the layer's" \
+		contains "$(docker logs "$CONTAINER" 2>&1)" "the overlay file system on device .* keeps its files on device"
 }
 
 # Docker's default profile forbids bpf(2) to a container without
@@ -320,6 +342,7 @@ main() {
 	start_server "$WORK/seccomp-bpf.json" ||
 		die "the server starts without capabilities, Docker's profile plus bpf"
 	test_marked_scan
+	test_overlay_tablespace
 	stop_server
 	test_without_pins
 	test_default_seccomp
