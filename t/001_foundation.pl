@@ -57,6 +57,24 @@ like($err, qr/cannot open "\/nonexistent\/global\/pg_control"/, 'loader: a bad d
 ($ok, $out, $err) = root('loader', '-D', $node->data_dir, '--mode', 'bogus');
 like($err, qr/invalid --mode "bogus"/, 'loader: a bad --mode is one clear error');
 
+# ---- --user and --group: names, or numbers (a container's ids) ----
+($ok, $out, $err) = load_bpf($node, '--group', 'pce-no-such-group');
+ok(!$ok, 'loader: an unknown --group fails');
+like($err, qr/^pg_cache_ext_loader: error: group "pce-no-such-group" does not exist .*or gives its number/m,
+	'one clear line: the group does not exist');
+($ok, $out, $err) = load_bpf($node, '--user', 'pce-no-such-user');
+like($err, qr/^pg_cache_ext_loader: error: user "pce-no-such-user" does not exist/m,
+	'an unknown --user: one clear line');
+my ($owner_uid, $owner_gid) = (stat($node->data_dir))[ 4, 5 ];
+my $other_uid = $owner_uid + 54321;
+($ok, $out, $err) = load_bpf($node, '--user', $other_uid);
+like($err, qr/is owned by uid $owner_uid, not by the cluster's account "$other_uid"/,
+	'--user as a number that does not own the data directory is refused');
+($ok, $out, $err) = load_bpf($node, '--user', $owner_uid, '--group', $owner_gid);
+ok($ok, "--user $owner_uid --group $owner_gid: numbers are taken") or diag($err);
+is((stat("/run/pg_cache_ext/pins/" . cluster_id($node) . "/scan_pids"))[5], $owner_gid,
+	'the pins belong to the group of that number');
+
 # ---- the loader reads pg_cache_ext.* from the cluster's configuration ----
 $node->append_conf('postgresql.conf', "pg_cache_ext.mode = 'stock'");
 ($ok, $out, $err) = root('loader', '--check', '-D', $node->data_dir);
