@@ -225,32 +225,48 @@ pce_tracker_set_verbose(bool verbose)
 }
 
 /*
+ * What every attempt to load the tracker shares: where it pins, the
+ * cluster's account, and which optional tracepoints the kernel's BTF has
+ * (looked up once: each lookup parses the kernel's BTF again).
+ */
+struct tracker_setup
+{
+	const struct pce_pins *pins;
+	uid_t		cluster_uid;
+	bool		has_activate;	/* mm_lru_activate: promotion without a read hook */
+	bool		has_fork;		/* sched_process_fork: marks handed down */
+	bool		has_dirty;		/* writeback_dirty_folio: write-back for scans */
+};
+
+static bool
+kernel_has_tracepoint(const char *name)
+{
+	return libbpf_find_vmlinux_btf_id(name, BPF_TRACE_RAW_TP) > 0;
+}
+
+/*
  * Open the tracker with hook as its read program (the other is not
  * loaded; with none, the activation tracepoint promotes where the kernel
  * has it) and load it.  NULL, with errno, when the kernel refuses it.
  */
 static struct tracker_bpf *
-load_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook hook)
+load_tracker(const struct tracker_setup *ts, enum pce_read_hook hook)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = pins->via_fd);
-	bool		by_activation = hook == PCE_READ_HOOK_NONE &&
-		libbpf_find_vmlinux_btf_id("mm_lru_activate", BPF_TRACE_RAW_TP) > 0;
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = ts->pins->via_fd);
 	struct tracker_bpf *skel;
 	int			err;
 
 	skel = tracker_bpf__open_opts(&oo);
 	if (!skel)
 		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
-	skel->rodata->cluster_uid = cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
+	skel->rodata->cluster_uid = ts->cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
 	skel->rodata->promote_by_read = hook != PCE_READ_HOOK_NONE;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long) sysconf(_SC_PAGESIZE));
 	bpf_program__set_autoload(skel->progs.on_file_read, hook == PCE_READ_HOOK_TRACEPOINT);
 	bpf_program__set_autoload(skel->progs.on_filemap_read, hook == PCE_READ_HOOK_FENTRY);
-	bpf_program__set_autoload(skel->progs.on_folio_activated, by_activation);
-	bpf_program__set_autoload(skel->progs.on_process_fork,
-							  libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) > 0);
-	bpf_program__set_autoload(skel->progs.on_folio_dirtied,
-							  libbpf_find_vmlinux_btf_id("writeback_dirty_folio", BPF_TRACE_RAW_TP) > 0);
+	bpf_program__set_autoload(skel->progs.on_folio_activated, hook == PCE_READ_HOOK_NONE && ts->has_activate);
+	bpf_program__set_autoload(skel->progs.on_process_fork, ts->has_fork);
+	bpf_program__set_autoload(skel->progs.on_folio_dirtied, ts->has_dirty);
 	err = tracker_bpf__load(skel);
 	if (err == 0)
 		return skel;
@@ -265,8 +281,7 @@ load_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook 
  * or refuses it (the loader says so: fentry is refused on some kernels).
  */
 static struct tracker_bpf *
-try_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook hook,
-			  struct bpf_link **promote_link)
+try_read_hook(const struct tracker_setup *ts, enum pce_read_hook hook, struct bpf_link **promote_link)
 {
 	const char *point = pce_read_hook_attach_point(hook);
 	struct tracker_bpf *skel;
@@ -277,7 +292,7 @@ try_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook
 		return NULL;
 	}
 	loud_libbpf_print = libbpf_set_print(quiet_libbpf_print);
-	skel = load_tracker(pins, cluster_uid, hook);
+	skel = load_tracker(ts, hook);
 	*promote_link = skel ? bpf_program__attach(read_hook_bpf_program(skel, hook)) : NULL;
 	libbpf_set_print(loud_libbpf_print);
 	if (*promote_link)
@@ -291,10 +306,10 @@ try_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook
 
 /* No read hook: the activation tracepoint promotes, where the kernel has it. */
 static struct tracker_bpf *
-load_without_read_hook(const struct pce_pins *pins, uid_t cluster_uid, struct bpf_link **promote_link,
+load_without_read_hook(const struct tracker_setup *ts, struct bpf_link **promote_link,
 					   char *promotion_missing, size_t missinglen)
 {
-	struct tracker_bpf *skel = load_tracker(pins, cluster_uid, PCE_READ_HOOK_NONE);
+	struct tracker_bpf *skel = load_tracker(ts, PCE_READ_HOOK_NONE);
 
 	if (!skel)
 		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
@@ -317,17 +332,17 @@ load_without_read_hook(const struct pce_pins *pins, uid_t cluster_uid, struct bp
  * tracker itself ends the run.
  */
 static struct tracker_bpf *
-load_tracker_with_read_hook(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook *hook,
+load_tracker_with_read_hook(const struct tracker_setup *ts, enum pce_read_hook *hook,
 							struct bpf_link **promote_link, char *promotion_missing, size_t missinglen)
 {
 	for (; *hook != PCE_READ_HOOK_NONE; (*hook)++)
 	{
-		struct tracker_bpf *skel = try_read_hook(pins, cluster_uid, *hook, promote_link);
+		struct tracker_bpf *skel = try_read_hook(ts, *hook, promote_link);
 
 		if (skel)
 			return skel;
 	}
-	return load_without_read_hook(pins, cluster_uid, promote_link, promotion_missing, missinglen);
+	return load_without_read_hook(ts, promote_link, promotion_missing, missinglen);
 }
 
 /*
@@ -346,6 +361,13 @@ struct tracker_bpf *
 pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_read_hook *read_hook,
 					char *promotion_missing, size_t missinglen)
 {
+	struct tracker_setup ts = {
+		.pins = pins,
+		.cluster_uid = cluster_uid,
+		.has_activate = kernel_has_tracepoint("mm_lru_activate"),
+		.has_fork = kernel_has_tracepoint("sched_process_fork"),
+		.has_dirty = kernel_has_tracepoint("writeback_dirty_folio"),
+	};
 	struct tracker_bpf *skel;
 	struct bpf_link *add_link;
 	struct bpf_link *remove_link;
@@ -353,8 +375,7 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_rea
 
 	promotion_missing[0] = '\0';
 	check_pinned_layout(pins);
-	skel = load_tracker_with_read_hook(pins, cluster_uid, read_hook, &promote_link,
-									   promotion_missing, missinglen);
+	skel = load_tracker_with_read_hook(&ts, read_hook, &promote_link, promotion_missing, missinglen);
 	add_link = bpf_program__attach(skel->progs.on_page_cache_add);
 	if (!add_link)
 		pce_fail("cannot attach tp_btf/mm_filemap_add_to_page_cache: %s", strerror(errno));
