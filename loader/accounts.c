@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <grp.h>
-#include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
 
@@ -29,6 +28,10 @@ parse_id(const char *arg, unsigned long *id)
 	return errno == 0 && *end == '\0' && *id < (unsigned long) (id_t) -1;
 }
 
+/*
+ * arg as an account name, else as a decimal uid: its primary group, or
+ * fallback_gid for a uid the host has no account for.
+ */
 bool
 pce_lookup_user(const char *arg, gid_t fallback_gid, uid_t *uid, gid_t *gid)
 {
@@ -46,6 +49,7 @@ pce_lookup_user(const char *arg, gid_t fallback_gid, uid_t *uid, gid_t *gid)
 	return true;
 }
 
+/* arg as a group name, else as a decimal gid */
 bool
 pce_lookup_group(const char *arg, gid_t *gid)
 {

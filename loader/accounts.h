@@ -1,7 +1,8 @@
 /*
  * accounts.h
- *		--user and --group as the kernel sees them (accounts.c): a name, or
- *		a decimal id that no name has, as chown(1) takes them.
+ *		--user and --group as the kernel sees them (accounts.c): a name, or,
+ *		where no account or group has that name, a decimal id (known to the
+ *		host or not), as chown(1) takes them.
  */
 #ifndef PCE_LOADER_ACCOUNTS_H
 #define PCE_LOADER_ACCOUNTS_H

@@ -103,9 +103,10 @@ usage(void)
 		   "                           pg_cache_ext gets nothing loaded (exit 0)\n"
 		   "      --cluster-id=ID      use this cluster id instead of reading DATADIR\n"
 		   "      --bpffs-dir=DIR      pin root (default %s)\n"
-		   "      --group=GROUP        group that may use the pins, a name or a number (default postgres)\n"
-		   "      --user=USER          the account the cluster runs as, a name or a number, which must own DATADIR\n"
+		   "      --group=GROUP        group that may use the pins, a name or a number\n"
 		   "                           (default postgres)\n"
+		   "      --user=USER          the account the cluster runs as, a name or a number,\n"
+		   "                           which must own DATADIR (default postgres)\n"
 		   "      --mode=MODE          " PCE_MODE_CHOICES " (default auto; off loads as auto:\n"
 		   "                           the server's pg_cache_ext.mode = off turns it off)\n"
 		   "      --cgroup=PATH        cgroup v2 directory for the cache_ext policy\n"
@@ -131,7 +132,10 @@ static enum pce_read_hook read_hook;	/* the tracker's, once loaded */
 /* What the configuration files said, for --check. */
 static struct pce_loader_config cluster_conf;
 
-/* --group's gid (a name, or a number the host has no name for) */
+/*
+ * --group's gid (a name, or a number the host has no name for).  Never
+ * root's group: the maps would be open to every task of gid 0.
+ */
 static gid_t
 server_group(void)
 {
@@ -140,12 +144,16 @@ server_group(void)
 	if (!pce_lookup_group(opt.group, &gid))
 		pce_fail("group \"%s\" does not exist (--group names the group the server runs in, "
 				 "or gives its number)", opt.group);
+	if (gid == 0)
+		pce_fail("--group \"%s\" is root's group: name the group the server runs in", opt.group);
 	return gid;
 }
 
 /*
  * --user's uid, and its primary group into *gid if asked: for a number the
- * host has no account for (a container's), --group's.
+ * host has no account for (a container's), --group's.  Never root: the
+ * server refuses to run as root, and files are read with this account's
+ * rights.
  */
 static uid_t
 user_account(gid_t *gid)
@@ -156,6 +164,9 @@ user_account(gid_t *gid)
 	if (!pce_lookup_user(opt.user, (gid_t) -1, &uid, &primary))
 		pce_fail("user \"%s\" does not exist (--user names the account the cluster runs as, "
 				 "or gives its number)", opt.user);
+	if (uid == 0)
+		pce_fail("--user \"%s\" is root: not a PostgreSQL account (the server refuses to run as root)",
+				 opt.user);
 	if (gid)
 		*gid = primary != (gid_t) -1 ? primary : server_group();
 	return uid;
@@ -653,15 +664,9 @@ do_check(const struct plan *pl)
 static uid_t
 cluster_uid(void)
 {
-	uid_t		uid;
-
 	if (cluster_owner.set)
 		return cluster_owner.uid;
-	uid = user_account(NULL);
-	if (uid == 0)
-		pce_fail("--user \"%s\" is root: not a PostgreSQL account (the server refuses to run as root)",
-				 opt.user);
-	return uid;
+	return user_account(NULL);
 }
 
 /*
@@ -764,6 +769,7 @@ do_install(const struct plan *pl)
 	char		why[PATH_MAX + 256];
 	char		reason[PATH_MAX + 512];
 	gid_t		server_gid = server_group();
+	uid_t		owner_uid = cluster_uid();	/* refused before any pin is made */
 	struct tracker_bpf *tracker;
 	enum pce_mechanism mech;
 
@@ -779,7 +785,7 @@ do_install(const struct plan *pl)
 	 * mode its links are removed again once the policy is attached.
 	 */
 	read_hook = opt.read_hook;
-	tracker = pce_install_tracker(&pins, cluster_uid(), &read_hook, promotion_missing,
+	tracker = pce_install_tracker(&pins, owner_uid, &read_hook, promotion_missing,
 								  sizeof(promotion_missing));
 	if (keep_attached_policy(tracker, pl))
 	{

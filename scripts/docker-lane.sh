@@ -7,14 +7,16 @@
 #   2. the image: lane 17's trixie chroot (scripts/lanes.sh) imported once
 #      as a base image, then the extension built and installed in that
 #      chroot (make install DESTDIR=...) copied in, and the image's postgres
-#      account moved to 999:999, the ids of Docker Hub's postgres image: the
-#      host has no account of that uid; /overlay-ts, a directory in the
-#      image's own file system (overlay2), for a tablespace
+#      account moved to ids the host has neither an account nor a group
+#      for (999:999, those of Docker Hub's postgres image, where free);
+#      /overlay-ts, a directory in the image's own file system (overlay2),
+#      for a tablespace
 #   3. the cluster's data directory on the host, bind-mounted into the
-#      container; the loader run on the host with --user 999 --group 999
+#      container; the loader run on the host with --user ID --group ID
 #   4. the server's container runs without capabilities (--cap-drop ALL,
-#      no-new-privileges) as 999:999 in its own PID namespace, with the
-#      host's pin root bind-mounted and Docker's own default seccomp profile
+#      no-new-privileges, no network) as ID:ID in its own PID namespace,
+#      with the host's pin root bind-mounted read-only and Docker's own
+#      default seccomp profile
 #      plus the bpf syscall (the profile comes from Debian's
 #      golang-github-docker-docker-dev, the same source as docker.io)
 #   5. a marked scan there is tracked and dropped to the budget, an unmarked
@@ -25,7 +27,9 @@
 #
 # Prints TAP lines and "N passed, N failed, N skipped" (lanes.sh's lane
 # "docker"); exit 1 on any failure.  The images stay for the next run
-# (pce-docker-base:<chroot stamp>, pce-docker-test).
+# (pce-docker-base:<chroot stamp>, pce-docker-test; the ones they replace
+# are removed).  A dockerd the lane starts runs without iptables rules or
+# a bridge, and is stopped at the end.
 #
 #   PCE_DOCKER_WORK=/var/tmp/pce-docker   work directory (data, profile, logs)
 set -uo pipefail
@@ -35,7 +39,6 @@ WORK=${PCE_DOCKER_WORK:-/var/tmp/pce-docker}
 DATA=$WORK/data
 PINS=/run/pg_cache_ext/pins         # the loader's default pin root (pg_cache_ext.bpffs_dir's)
 CTR_DATA=/var/lib/postgresql/data   # the data directory in the container
-CTR_ID=999                          # uid and gid of the server in the container
 CONTAINER=pce-docker-pg
 TEST_IMAGE=pce-docker-test
 PG_MAJOR=17
@@ -45,6 +48,19 @@ LOADER=$SRC/loader/pg_cache_ext_loader
 
 . "$SRC/scripts/lanes.sh" --functions
 set +e # lanes.sh sets -e: a failed check must not end the lane
+cd "$(dirname "${BASH_SOURCE[0]}")/.." && SRC=$PWD # lanes.sh went by $0
+
+# uid and gid of the server in the container: the first id from 999 down
+# that the host has neither an account nor a group for (a host group of
+# that number could use the pins: they are given to the number)
+free_id() {
+	local id
+	for id in $(seq 999 -1 900); do
+		getent passwd "$id" >/dev/null || getent group "$id" >/dev/null || { echo "$id"; return 0; }
+	done
+	return 1
+}
+CTR_ID=$(free_id) || { echo "docker-lane.sh: no free id in 900-999" >&2; exit 1; }
 
 PASSED=0 FAILED=0 N=0
 ok() {
@@ -78,12 +94,13 @@ die() {
 STARTED_DOCKERD=
 ensure_docker() {
 	local i
-	if ! command -v dockerd >/dev/null || ! command -v jq >/dev/null; then
+	if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null || ! command -v jq >/dev/null; then
 		apt-get install -y -qq --no-install-recommends docker.io jq >/dev/null || return 1
 	fi
 	docker info >/dev/null 2>&1 && return 0
-	# no init system started it (a container or a machine without systemd)
-	dockerd >"$WORK/dockerd.log" 2>&1 &
+	# none runs (a machine without systemd): one for the lane, which leaves
+	# the host's firewall and interfaces alone, and not holding our lock
+	dockerd --iptables=false --bridge=none >"$WORK/dockerd.log" 2>&1 9>&- &
 	STARTED_DOCKERD=$!
 	for i in $(seq 60); do
 		docker info >/dev/null 2>&1 && return 0
@@ -118,14 +135,18 @@ make_seccomp_profile() {
 # ---- 2. the image ----
 
 # lane 17's chroot as a base image, imported again when the chroot changes
+# (the images of other stamps removed)
 base_image() {
-	local root=$1 tag
+	local root=$1 tag old
 	tag=pce-docker-base:$(stat -c %Y "$root/.pce-stamp")
 	if ! docker image inspect "$tag" >/dev/null 2>&1; then
 		tar -C "$root" --exclude=./var/tmp --exclude=./var/cache/apt/archives --exclude=./proc \
 			--exclude=./sys --exclude=./dev --exclude=./run --exclude=./usr/share/doc \
 			--exclude=./usr/share/man -cf - . | docker import - "$tag" >/dev/null || return 1
 	fi
+	for old in $(docker image ls --format '{{.Repository}}:{{.Tag}}' pce-docker-base); do
+		[ "$old" = "$tag" ] || docker rmi "$old" >/dev/null 2>&1
+	done
 	echo "$tag"
 }
 
@@ -143,21 +164,28 @@ build_extension() {
 }
 
 build_image() {
-	local root=$CHROOTS/trixie base
+	local root=$CHROOTS/trixie base old
+	# lane 17's chroot, made (set -e there) if it is not complete
+	bash "$SRC/scripts/lanes.sh" --build "$PG_MAJOR" >"$WORK/chroot.log" 2>&1 ||
+		{ tail -20 "$WORK/chroot.log"; return 1; }
 	exec 8>"$CHROOTS/trixie.lock" # lane 17 uses the chroot too
 	flock 8
-	ensure_chroot "$PG_MAJOR" trixie "$root" >/dev/null || return 1
 	LANE_ROOT=$root
 	mount_root "$root"
 	build_extension "$root" || { tail -30 "$WORK/make.log"; umount_root "$root"; return 1; }
 	umount_root "$root"
+	LANE_ROOT=
 	base=$(base_image "$root") || return 1
-	# the staged files over the base, and postgres at the ids of Docker
-	# Hub's image (the data directory's files then belong to them)
+	old=$(docker image inspect -f '{{.Id}}' "$TEST_IMAGE" 2>/dev/null)
+	# the staged files over the base, and postgres at the free ids (the
+	# data directory's files then belong to them)
 	printf 'FROM %s\nRUN groupmod -g %s postgres && usermod -u %s -g %s postgres && %s\nCOPY . /\n' \
 		"$base" "$CTR_ID" "$CTR_ID" "$CTR_ID" "install -d -o postgres -g postgres -m 0700 /overlay-ts" |
-		docker build -q -t "$TEST_IMAGE" -f - "$root/var/tmp/pce-docker-stage" >"$WORK/build.log" 2>&1 ||
-		{ tail -20 "$WORK/build.log"; return 1; }
+		docker build --network none -q -t "$TEST_IMAGE" -f - "$root/var/tmp/pce-docker-stage" \
+			>"$WORK/build.log" 2>&1 || { tail -20 "$WORK/build.log"; return 1; }
+	[ -z "$old" ] || [ "$old" = "$(docker image inspect -f '{{.Id}}' "$TEST_IMAGE")" ] ||
+		docker rmi "$old" >/dev/null 2>&1
+	return 0
 }
 
 # ---- 3. the cluster and the loader ----
@@ -169,7 +197,7 @@ init_cluster() {
 	mkdir -p "$DATA"
 	chown "$CTR_ID:$CTR_ID" "$DATA"
 	chmod 0700 "$DATA"
-	docker run --rm --user "$CTR_ID:$CTR_ID" -v "$DATA:$CTR_DATA" "$TEST_IMAGE" \
+	docker run --rm --network none --user "$CTR_ID:$CTR_ID" -v "$DATA:$CTR_DATA" "$TEST_IMAGE" \
 		"$(pg_bin initdb)" -D "$CTR_DATA" --auth=trust >"$WORK/initdb.log" 2>&1 || return 1
 	cat >>"$DATA/postgresql.conf" <<-EOF
 		shared_preload_libraries = 'pg_cache_ext'
@@ -186,14 +214,15 @@ init_cluster() {
 # ---- 4. the server's container ----
 
 # $1: the seccomp profile ("" for Docker's default); $2: "nopins" to leave
-# the pin root out of the container
+# the pin root out of the container.  The pins are mounted read-only: the
+# server only opens the maps, which a read-only mount does not refuse.
 start_server() {
-	local i
+	local i opts=(--name "$CONTAINER" --network none --user "$CTR_ID:$CTR_ID" --cap-drop ALL
+		--security-opt no-new-privileges -v "$DATA:$CTR_DATA")
+	[ -z "$1" ] || opts+=(--security-opt "seccomp=$1")
+	[ "${2:-}" = nopins ] || opts+=(-v "$PINS:$PINS:ro")
 	docker rm -f "$CONTAINER" >/dev/null 2>&1
-	docker run -d --name "$CONTAINER" --user "$CTR_ID:$CTR_ID" --cap-drop ALL \
-		--security-opt no-new-privileges ${1:+--security-opt seccomp="$1"} \
-		-v "$DATA:$CTR_DATA" $([ "${2:-}" = nopins ] || echo "-v $PINS:$PINS") "$TEST_IMAGE" \
-		"$(pg_bin postgres)" -D "$CTR_DATA" >/dev/null || return 1
+	docker run -d "${opts[@]}" "$TEST_IMAGE" "$(pg_bin postgres)" -D "$CTR_DATA" >/dev/null || return 1
 	for i in $(seq 60); do
 		docker exec "$CONTAINER" "$(pg_bin pg_isready)" -q -h /tmp && return 0
 		sleep 0.5
@@ -241,19 +270,22 @@ scan_cold() {
 # ---- 5. the checks ----
 
 test_accounts_and_pins() {
-	local out mode
+	local out dir mode
 	out=$("$LOADER" -D "$DATA" --user "$CTR_ID" --group "$CTR_ID" 2>&1)
-	check "the host has no account of uid $CTR_ID" test -z "$(getent passwd "$CTR_ID")"
-	check "the loader takes the container's ids by number" contains "$out" "maps group $CTR_ID, mode 0660"
-	[ -n "$(ls "$PINS"/*/scan_pids 2>/dev/null)" ] || die "the loader pinned the maps" "$out"
-	mode=$(stat -c '%g %a' "$(ls "$PINS"/*/scan_pids | head -1)")
+	check "the loader takes the container's ids, $CTR_ID:$CTR_ID, which the host has no names for" \
+		contains "$out" "maps group $CTR_ID, mode 0660"
+	dir=$(sed -n 's/.*; pins in \([^ ]*\) (maps group.*/\1/p' <<<"$out")
+	[ -n "$dir" ] && [ -e "$dir/scan_pids" ] || die "the loader pinned the maps" "$out"
+	mode=$(stat -c '%g %a' "$dir/scan_pids")
 	check "pinned maps are group $CTR_ID, mode 0660 ($mode)" test "$mode" = "$CTR_ID 660"
 }
 
 test_marked_scan() {
 	local marks_before dropped_before marked control ns_pid
-	check "the server runs as $CTR_ID" test "$(docker exec "$CONTAINER" id -u)" = "$CTR_ID"
-	check "without capabilities" contains "$(docker exec "$CONTAINER" cat /proc/1/status)" $'^CapEff:\t0*$'
+	local status
+	status=$(docker exec "$CONTAINER" cat /proc/1/status) # the postmaster's
+	check "the server runs as $CTR_ID" contains "$status" $'^Uid:\t'"$CTR_ID"$'\t'
+	check "without capabilities" contains "$status" $'^CapEff:\t0*$'
 	ns_pid=$(docker exec "$CONTAINER" sh -c 'echo $$')
 	check "in a PID namespace of its own (a process there is PID $ns_pid, the postmaster PID 1)" \
 		test "$(docker exec "$CONTAINER" cat /proc/1/comm)" = postgres
@@ -321,6 +353,7 @@ test_without_pins() {
 
 cleanup() {
 	stop_server
+	[ -z "${LANE_ROOT:-}" ] || umount_root "$LANE_ROOT"
 	[ -x "$LOADER" ] && [ -d "$DATA" ] && "$LOADER" --unload -D "$DATA" --user "$CTR_ID" >/dev/null 2>&1
 	stop_dockerd
 }
@@ -331,6 +364,7 @@ main() {
 	exec 9>"$WORK.lock"
 	flock 9
 	trap cleanup EXIT
+	trap 'exit 1' INT TERM HUP
 	ensure_docker || die "Docker runs (docker.io; log: $WORK/dockerd.log)"
 	make_seccomp_profile || die "Docker's default seccomp profile, with bpf allowed"
 	make -s -C "$SRC" loader/pg_cache_ext_loader >"$WORK/loader-make.log" 2>&1 ||

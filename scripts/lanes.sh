@@ -288,7 +288,7 @@ default_lanes() {
 	local v
 	if [ -n "${PCE_TESTS:-}" ]; then
 		for v in $ALL_LANES; do
-			[ "$v" != pkg ] && [ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
+			[ "$v" != pkg ] && [ "$v" != docker ] && [ "$(suite_of "$v")" = "$(host_suite)" ] && echo "$v"
 		done
 	else
 		echo "$ALL_LANES"

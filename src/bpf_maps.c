@@ -84,7 +84,7 @@ static const char *const other_pins[] = {
 };
 
 static PceMapsState state = PCE_MAPS_NOT_OPEN;
-static char error_reason[512];
+static char error_reason[1024];
 static TimestampTz last_attempt = 0;
 static int	last_attempt_pid = 0;
 static uint64 generation = 0;	/* bumped whenever a map is (re)opened */
@@ -213,12 +213,14 @@ diagnose(const char *path, int err)
 				 "permission denied on %s: pins must be group of the server's user with mode 0660 "
 				 "(rerun pg_cache_ext_loader)", path);
 	else if (err == EPERM)
+	{
 		/* the file's mode gives EACCES: EPERM is bpf(2) itself refused */
 		snprintf(error_reason, sizeof(error_reason),
 				 "bpf(2) refused to open %s (EPERM): a seccomp profile that forbids bpf(2), as Docker's "
 				 "default does for a container without CAP_SYS_ADMIN (allow the bpf syscall in the "
 				 "container's profile: README, \"Containers\"), or, before Linux 5.19, "
 				 "kernel.unprivileged_bpf_disabled set", path);
+	}
 	else if (err == ENOENT)
 		snprintf(error_reason, sizeof(error_reason),
 				 "pins missing: %s does not exist (rerun pg_cache_ext_loader)", path);

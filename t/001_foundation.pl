@@ -63,17 +63,28 @@ ok(!$ok, 'loader: an unknown --group fails');
 like($err, qr/^pg_cache_ext_loader: error: group "pce-no-such-group" does not exist .*or gives its number/m,
 	'one clear line: the group does not exist');
 ($ok, $out, $err) = load_bpf($node, '--user', 'pce-no-such-user');
+ok(!$ok, 'loader: an unknown --user fails');
 like($err, qr/^pg_cache_ext_loader: error: user "pce-no-such-user" does not exist/m,
-	'an unknown --user: one clear line');
-my ($owner_uid, $owner_gid) = (stat($node->data_dir))[ 4, 5 ];
+	'one clear line: the user does not exist');
+($ok, $out, $err) = load_bpf($node, '--group', '0');
+like($err, qr/^pg_cache_ext_loader: error: --group "0" is root's group/m, '--group 0 is refused');
+($ok, $out, $err) = root('loader', '--cluster-id', 'pce-t001-root', '--user', '0');
+like($err, qr/^pg_cache_ext_loader: error: --user "0" is root/m, '--user 0 is refused');
+ok(!-e '/run/pg_cache_ext/pins/pce-t001-root', 'before it made any pin');
+my $owner_uid = (stat($node->data_dir))[4];
 my $other_uid = $owner_uid + 54321;
 ($ok, $out, $err) = load_bpf($node, '--user', $other_uid);
 like($err, qr/is owned by uid $owner_uid, not by the cluster's account "$other_uid"/,
 	'--user as a number that does not own the data directory is refused');
-($ok, $out, $err) = load_bpf($node, '--user', $owner_uid, '--group', $owner_gid);
-ok($ok, "--user $owner_uid --group $owner_gid: numbers are taken") or diag($err);
-is((stat("/run/pg_cache_ext/pins/" . cluster_id($node) . "/scan_pids"))[5], $owner_gid,
-	'the pins belong to the group of that number');
+# a gid no group has (the server, not in it, then cannot open the maps)
+my $unnamed_gid = 54321;
+$unnamed_gid++ while defined getgrgid($unnamed_gid);
+($ok, $out, $err) = load_bpf($node, '--user', $owner_uid, '--group', $unnamed_gid);
+ok($ok, "--user $owner_uid --group $unnamed_gid (no group of that number): numbers are taken")
+  or diag($err);
+is((stat("/run/pg_cache_ext/pins/" . cluster_id($node) . "/scan_pids"))[5], $unnamed_gid,
+	'the pins belong to that group number');
+load_bpf($node);
 
 # ---- the loader reads pg_cache_ext.* from the cluster's configuration ----
 $node->append_conf('postgresql.conf', "pg_cache_ext.mode = 'stock'");
