@@ -33,8 +33,8 @@
 #
 #   PCE_DOCKER_WORK=/var/tmp/pce-docker   work directory (data, profile, logs)
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-SRC=$PWD
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$SRC"
 WORK=${PCE_DOCKER_WORK:-/var/tmp/pce-docker}
 DATA=$WORK/data
 PINS=/run/pg_cache_ext/pins         # the loader's default pin root (pg_cache_ext.bpffs_dir's)
@@ -46,9 +46,11 @@ BUDGET_MB=16
 BATCH_MB=2                          # EVICT_BATCH_BYTES of src/evictor.c
 LOADER=$SRC/loader/pg_cache_ext_loader
 
+HERE=$SRC
 . "$SRC/scripts/lanes.sh" --functions
+SRC=$HERE
 set +e # lanes.sh sets -e: a failed check must not end the lane
-cd "$(dirname "${BASH_SOURCE[0]}")/.." && SRC=$PWD # lanes.sh went by $0
+cd "$SRC" # lanes.sh went by $0, which is not this file when it is sourced
 
 # uid and gid of the server in the container: the first id from 999 down
 # that the host has neither an account nor a group for (a host group of
@@ -61,6 +63,10 @@ free_id() {
 	return 1
 }
 CTR_ID=$(free_id) || { echo "docker-lane.sh: no free id in 900-999" >&2; exit 1; }
+# what the tests act on: the daemon, the data directory, and the server's
+# ids as the host sees them (the same but in a user namespace)
+DOCKER=(docker)
+HOST_ID=$CTR_ID
 
 PASSED=0 FAILED=0 N=0
 ok() {
@@ -195,9 +201,9 @@ pg_bin() { echo "/usr/lib/postgresql/$PG_MAJOR/bin/$1"; }
 init_cluster() {
 	rm -rf "$DATA"
 	mkdir -p "$DATA"
-	chown "$CTR_ID:$CTR_ID" "$DATA"
+	chown "$HOST_ID:$HOST_ID" "$DATA"
 	chmod 0700 "$DATA"
-	docker run --rm --network none --user "$CTR_ID:$CTR_ID" -v "$DATA:$CTR_DATA" "$TEST_IMAGE" \
+	"${DOCKER[@]}" run --rm --network none --user "$CTR_ID:$CTR_ID" -v "$DATA:$CTR_DATA" "$TEST_IMAGE" \
 		"$(pg_bin initdb)" -D "$CTR_DATA" --auth=trust >"$WORK/initdb.log" 2>&1 || return 1
 	cat >>"$DATA/postgresql.conf" <<-EOF
 		shared_preload_libraries = 'pg_cache_ext'
@@ -221,22 +227,22 @@ start_server() {
 		--security-opt no-new-privileges -v "$DATA:$CTR_DATA")
 	[ -z "$1" ] || opts+=(--security-opt "seccomp=$1")
 	[ "${2:-}" = nopins ] || opts+=(-v "$PINS:$PINS:ro")
-	docker rm -f "$CONTAINER" >/dev/null 2>&1
-	docker run -d "${opts[@]}" "$TEST_IMAGE" "$(pg_bin postgres)" -D "$CTR_DATA" >/dev/null || return 1
+	"${DOCKER[@]}" rm -f "$CONTAINER" >/dev/null 2>&1
+	"${DOCKER[@]}" run -d "${opts[@]}" "$TEST_IMAGE" "$(pg_bin postgres)" -D "$CTR_DATA" >/dev/null || return 1
 	for i in $(seq 60); do
-		docker exec "$CONTAINER" "$(pg_bin pg_isready)" -q -h /tmp && return 0
+		"${DOCKER[@]}" exec "$CONTAINER" "$(pg_bin pg_isready)" -q -h /tmp && return 0
 		sleep 0.5
 	done
-	docker logs "$CONTAINER" 2>&1 | tail -20
+	"${DOCKER[@]}" logs "$CONTAINER" 2>&1 | tail -20
 	return 1
 }
 
 stop_server() {
-	docker rm -f "$CONTAINER" >/dev/null 2>&1 || true
+	"${DOCKER[@]}" rm -f "$CONTAINER" >/dev/null 2>&1 || true
 }
 
 psql_ctr() {
-	docker exec "$CONTAINER" "$(pg_bin psql)" -h /tmp -X -q -At -d postgres -v ON_ERROR_STOP=1 "$@"
+	"${DOCKER[@]}" exec "$CONTAINER" "$(pg_bin psql)" -h /tmp -X -q -At -d postgres -v ON_ERROR_STOP=1 "$@"
 }
 
 status_row() { psql_ctr -c "SELECT value FROM cache_ext_status() WHERE name = '$1'"; }
@@ -247,7 +253,7 @@ cached_mb() { psql_ctr -c "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_
 # may be in its own file system); written back first (fsync = off): dirty
 # pages stay
 drop_table_cache() {
-	docker exec -w "$CTR_DATA" "$CONTAINER" sh -c \
+	"${DOCKER[@]}" exec -w "$CTR_DATA" "$CONTAINER" sh -c \
 		'for f in "$1"*; do sync "$f" && dd if="$f" iflag=nocache count=0 status=none; done' \
 		sh "$(psql_ctr -c "SELECT pg_relation_filepath('$1')")"
 }
@@ -271,29 +277,34 @@ scan_cold() {
 
 test_accounts_and_pins() {
 	local out dir mode
-	out=$("$LOADER" -D "$DATA" --user "$CTR_ID" --group "$CTR_ID" 2>&1)
-	check "the loader takes the container's ids, $CTR_ID:$CTR_ID, which the host has no names for" \
-		contains "$out" "maps group $CTR_ID, mode 0660"
+	out=$("$LOADER" -D "$DATA" --user "$HOST_ID" --group "$HOST_ID" 2>&1)
+	check "the loader takes the server's ids as the host sees them, $HOST_ID:$HOST_ID, which it has no names for" \
+		contains "$out" "maps group $HOST_ID, mode 0660"
 	dir=$(sed -n 's/.*; pins in \([^ ]*\) (maps group.*/\1/p' <<<"$out")
 	[ -n "$dir" ] && [ -e "$dir/scan_pids" ] || die "the loader pinned the maps" "$out"
 	mode=$(stat -c '%g %a' "$dir/scan_pids")
-	check "pinned maps are group $CTR_ID, mode 0660 ($mode)" test "$mode" = "$CTR_ID 660"
+	check "pinned maps are group $HOST_ID, mode 0660 ($mode)" test "$mode" = "$HOST_ID 660"
 }
 
 test_marked_scan() {
 	local marks_before dropped_before marked control ns_pid
 	local status
-	status=$(docker exec "$CONTAINER" cat /proc/1/status) # the postmaster's
+	status=$("${DOCKER[@]}" exec "$CONTAINER" cat /proc/1/status) # the postmaster's
 	check "the server runs as $CTR_ID" contains "$status" $'^Uid:\t'"$CTR_ID"$'\t'
 	check "without capabilities" contains "$status" $'^CapEff:\t0*$'
-	ns_pid=$(docker exec "$CONTAINER" sh -c 'echo $$')
+	ns_pid=$("${DOCKER[@]}" exec "$CONTAINER" sh -c 'echo $$')
 	check "in a PID namespace of its own (a process there is PID $ns_pid, the postmaster PID 1)" \
-		test "$(docker exec "$CONTAINER" cat /proc/1/comm)" = postgres
+		test "$("${DOCKER[@]}" exec "$CONTAINER" cat /proc/1/comm)" = postgres
 	psql_ctr -c "CREATE EXTENSION pg_cache_ext" || die "CREATE EXTENSION in the container"
 	check "cache_ext_status(): active ($(status_row reason))" test "$(status_row state)" = active
 	check "on the stock mechanism" test "$(status_row mechanism)" = stock
 	psql_ctr -c "CREATE TABLE big AS SELECT g, repeat('x', 900) AS pad FROM generate_series(1, 100000) g" \
 		-c "CHECKPOINT" || die "a 96 MB table"
+	# the control first: pages a drop found in use are retried for a while,
+	# and dropped again if another reader read them back meanwhile
+	control=$(scan_cold "SET pg_cache_ext.scan = off")
+	check "the control: an unmarked scan leaves the table cached ($control MB)" \
+		awk -v m="$control" 'BEGIN { exit !(m >= 85) }'
 	marks_before=$(stat_value marks_seqscan)
 	dropped_before=$(stat_value bytes_dropped)
 	marked=$(scan_cold "SET pg_cache_ext.scan_threshold = 0")
@@ -303,28 +314,25 @@ test_marked_scan() {
 		test "$(stat_value marks_seqscan)" -gt "$marks_before"
 	check "and its pages dropped (bytes_dropped $dropped_before -> $(stat_value bytes_dropped))" \
 		test "$(stat_value bytes_dropped)" -ge $((dropped_before + 60 * 1048576))
-	control=$(scan_cold "SET pg_cache_ext.scan = off")
-	check "the control: an unmarked scan leaves it cached ($control MB)" \
-		awk -v m="$control" 'BEGIN { exit !(m >= 85) }'
 }
 
 # a tablespace in the container's own overlay2 file system: stat() there
 # names files by the overlay's device, the kernel by the layer's below
 test_overlay_tablespace() {
 	local fs marked control
-	fs=$(docker exec "$CONTAINER" stat -f -c %T /overlay-ts)
+	fs=$("${DOCKER[@]}" exec "$CONTAINER" stat -f -c %T /overlay-ts)
 	check "/overlay-ts is on the container's overlay ($fs)" test "$fs" = overlayfs
 	psql_ctr -c "CREATE TABLESPACE overlay_ts LOCATION '/overlay-ts'" \
 		-c "CREATE TABLE big_ov TABLESPACE overlay_ts AS SELECT * FROM big" -c "CHECKPOINT" ||
 		die "a 96 MB table in a tablespace on the overlay"
-	marked=$(scan_cold "SET pg_cache_ext.scan_threshold = 0" big_ov)
-	check "a marked scan of it leaves within budget + one batch: $marked MB cached" \
-		awk -v m="$marked" -v b=$((BUDGET_MB + BATCH_MB)) 'BEGIN { exit !(m != "" && m <= b) }'
 	control=$(scan_cold "SET pg_cache_ext.scan = off" big_ov)
 	check "the control: an unmarked scan of it leaves it cached ($control MB)" \
 		awk -v m="$control" 'BEGIN { exit !(m >= 85) }'
+	marked=$(scan_cold "SET pg_cache_ext.scan_threshold = 0" big_ov)
+	check "a marked scan of it leaves within budget + one batch: $marked MB cached" \
+		awk -v m="$marked" -v b=$((BUDGET_MB + BATCH_MB)) 'BEGIN { exit !(m != "" && m <= b) }'
 	check "the server log names the overlay's device and the layer's" \
-		contains "$(docker logs "$CONTAINER" 2>&1)" "the overlay file system on device .* keeps its files on device"
+		contains "$("${DOCKER[@]}" logs "$CONTAINER" 2>&1)" "the overlay file system on device .* keeps its files on device"
 }
 
 # Docker's default profile forbids bpf(2) to a container without
@@ -337,6 +345,7 @@ test_default_seccomp() {
 	check "and the reason names bpf(2) and seccomp ($reason)" \
 		contains "$reason" 'bpf(2) refused .*(EPERM): a seccomp profile'
 	check "queries run" test "$(psql_ctr -c "SET pg_cache_ext.scan_threshold = 0" -c "SELECT count(*) FROM big")" = 100000
+	stop_server
 }
 
 # a container the pin root was not given to: idle, and says what to mount
@@ -351,10 +360,95 @@ test_without_pins() {
 	stop_server
 }
 
-cleanup() {
+# ---- 6. a user namespace: dockerd --userns-remap ----
+
+USERNS_SOCK=/run/pce-docker-userns.sock
+REMAP_USER=pce-remap
+REMAP_BASE=1000000000 # its subordinate ids: 65536 from here
+
+# the account dockerd maps containers' ids to, made for the lane and removed
+# again (with its subordinate id ranges) if it was not there
+ADDED_REMAP=
+add_remap_account() {
+	local f
+	if ! getent passwd "$REMAP_USER" >/dev/null; then
+		useradd --system --no-create-home --shell /usr/sbin/nologin "$REMAP_USER" || return 1
+		ADDED_REMAP=1
+	fi
+	for f in /etc/subuid /etc/subgid; do
+		grep -q "^$REMAP_USER:" "$f" 2>/dev/null || echo "$REMAP_USER:$REMAP_BASE:65536" >>"$f"
+	done
+	grep -q "^$REMAP_USER:$REMAP_BASE:65536$" /etc/subuid /etc/subgid
+}
+
+remove_remap_account() {
+	[ -n "$ADDED_REMAP" ] || return 0
+	sed -i "/^$REMAP_USER:/d" /etc/subuid /etc/subgid
+	userdel "$REMAP_USER"
+}
+
+# a second dockerd, with user namespaces, beside whatever else runs
+USERNS_DOCKERD=
+start_userns_dockerd() {
+	local i
+	dockerd --userns-remap="$REMAP_USER" --data-root "$WORK/userns-docker" \
+		--exec-root /run/pce-docker-userns -H "unix://$USERNS_SOCK" \
+		--pidfile /run/pce-docker-userns.pid --iptables=false --bridge=none \
+		>"$WORK/dockerd-userns.log" 2>&1 9>&- &
+	USERNS_DOCKERD=$!
+	for i in $(seq 60); do
+		docker -H "unix://$USERNS_SOCK" info >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	tail -20 "$WORK/dockerd-userns.log"
+	return 1
+}
+
+stop_userns_dockerd() {
+	[ -n "$USERNS_DOCKERD" ] || return 0
+	kill "$USERNS_DOCKERD" 2>/dev/null
+	wait "$USERNS_DOCKERD" 2>/dev/null
+}
+
+# the test image in that daemon, copied again when it changed
+copy_image_to_userns() {
+	local want
+	want=$(docker image inspect -f '{{.Id}}' "$TEST_IMAGE")
+	[ "$("${DOCKER[@]}" image inspect -f '{{.Id}}' "$TEST_IMAGE" 2>/dev/null)" = "$want" ] && return 0
+	docker save "$TEST_IMAGE" | "${DOCKER[@]}" load -q >/dev/null
+}
+
+# The server's ids in the container are mapped to REMAP_BASE + id on the
+# host: the loader gets those, the rest is as without a user namespace.
+test_user_namespace() {
+	local map marked
+	add_remap_account || die "the remap account $REMAP_USER with ids from $REMAP_BASE"
+	start_userns_dockerd || die "a dockerd with --userns-remap=$REMAP_USER"
+	DOCKER=(docker -H "unix://$USERNS_SOCK") DATA=$WORK/data-userns HOST_ID=$((REMAP_BASE + CTR_ID))
+	copy_image_to_userns || die "the image in the user-namespace daemon"
+	init_cluster || die "initdb in a user namespace" "$(tail -20 "$WORK/initdb.log")"
+	test_accounts_and_pins
+	start_server "$WORK/seccomp-bpf.json" || die "the server starts in a user namespace"
+	map=$("${DOCKER[@]}" exec "$CONTAINER" cat /proc/self/uid_map | tr -s ' \t' ' ')
+	check "in a user namespace: uid_map '$map'" test "$map" = " 0 $REMAP_BASE 65536"
+	psql_ctr -c "CREATE EXTENSION pg_cache_ext" || die "CREATE EXTENSION in a user namespace"
+	check "cache_ext_status(): active ($(status_row reason))" test "$(status_row state)" = active
+	psql_ctr -c "CREATE TABLE big AS SELECT g, repeat('x', 900) AS pad FROM generate_series(1, 100000) g" \
+		-c "CHECKPOINT" || die "a 96 MB table in a user namespace"
+	marked=$(scan_cold "SET pg_cache_ext.scan_threshold = 0")
+	check "a marked scan leaves the table within budget + one batch: $marked MB cached" \
+		awk -v m="$marked" -v b=$((BUDGET_MB + BATCH_MB)) 'BEGIN { exit !(m != "" && m <= b) }'
 	stop_server
+	"$LOADER" --unload -D "$DATA" --user "$HOST_ID" >/dev/null 2>&1
+}
+
+cleanup() {
+	docker rm -f "$CONTAINER" >/dev/null 2>&1
+	[ -z "$USERNS_DOCKERD" ] || docker -H "unix://$USERNS_SOCK" rm -f "$CONTAINER" >/dev/null 2>&1
+	stop_userns_dockerd
+	remove_remap_account
 	[ -z "${LANE_ROOT:-}" ] || umount_root "$LANE_ROOT"
-	[ -x "$LOADER" ] && [ -d "$DATA" ] && "$LOADER" --unload -D "$DATA" --user "$CTR_ID" >/dev/null 2>&1
+	[ -x "$LOADER" ] && [ -d "$DATA" ] && "$LOADER" --unload -D "$DATA" --user "$HOST_ID" >/dev/null 2>&1
 	stop_dockerd
 }
 
@@ -380,6 +474,8 @@ main() {
 	stop_server
 	test_without_pins
 	test_default_seccomp
+	"$LOADER" --unload -D "$DATA" --user "$HOST_ID" >/dev/null 2>&1
+	test_user_namespace
 	summary
 }
 

@@ -270,10 +270,11 @@ pin_trusted(const char *path, const struct stat *st)
 		snprintf(error_reason, sizeof(error_reason),
 				 "refusing %s: mode %04o lets other users in; %s (rerun pg_cache_ext_loader)",
 				 path, (unsigned) (st->st_mode & 07777), want);
-	else if (st->st_uid != 0)
+	else if (st->st_uid != pce_root_uid_here())
 		snprintf(error_reason, sizeof(error_reason),
-				 "refusing %s: owned by uid %u, not root; %s (rerun pg_cache_ext_loader)",
-				 path, (unsigned) st->st_uid, want);
+				 "refusing %s: owned by uid %u, not root (uid %u as this server sees it); %s "
+				 "(rerun pg_cache_ext_loader)",
+				 path, (unsigned) st->st_uid, (unsigned) pce_root_uid_here(), want);
 	else if ((st->st_mode & S_IRWXG) && st->st_gid != getegid())
 		snprintf(error_reason, sizeof(error_reason),
 				 "refusing %s: group %u may open it, not only the server's group %s; %s "

@@ -76,14 +76,15 @@ my $other_uid = $owner_uid + 54321;
 ($ok, $out, $err) = load_bpf($node, '--user', $other_uid);
 like($err, qr/is owned by uid $owner_uid, not by the cluster's account "$other_uid"/,
 	'--user as a number that does not own the data directory is refused');
-# a gid no group has (the server, not in it, then cannot open the maps)
-my $unnamed_gid = 54321;
-$unnamed_gid++ while defined getgrgid($unnamed_gid);
-($ok, $out, $err) = load_bpf($node, '--user', $owner_uid, '--group', $unnamed_gid);
-ok($ok, "--user $owner_uid --group $unnamed_gid (no group of that number): numbers are taken")
-  or diag($err);
-is((stat("/run/pg_cache_ext/pins/" . cluster_id($node) . "/scan_pids"))[5], $unnamed_gid,
-	'the pins belong to that group number');
+# a group of the test's account other than the default --group (postgres),
+# as a number, so that the test can still look at the pins
+my ($default_gid) = (getgrnam('postgres'))[2];
+my ($other_gid) = grep { $_ != $default_gid } split(' ', $));
+$other_gid //= $default_gid;
+($ok, $out, $err) = load_bpf($node, '--user', $owner_uid, '--group', $other_gid);
+ok($ok, "--user $owner_uid --group $other_gid: numbers are taken") or diag($err);
+is((stat("/run/pg_cache_ext/pins/" . cluster_id($node) . "/scan_pids"))[5], $other_gid,
+	"the pins belong to group $other_gid");
 load_bpf($node);
 
 # ---- the loader reads pg_cache_ext.* from the cluster's configuration ----

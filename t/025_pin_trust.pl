@@ -77,7 +77,7 @@ my $victim = $stock ? 'folio_events' : 'policy_link';
 root('chown', "postgres:$group", "$pindir/$victim");
 ok(settles('idle', qr/owned by uid/), "$victim owned by postgres: idle");
 like(status($node)->{reason},
-	qr/^refusing \Q$pindir\/$victim\E: owned by uid $>, not root; pins must be owned by root/,
+	qr/^refusing \Q$pindir\/$victim\E: owned by uid $>, not root \(uid 0 as this server sees it\); pins must be owned by root/,
 	'the reason says the owner is wrong');
 root('chown', "root:$group", "$pindir/$victim");
 ok(settles('active'), 'owner root again: active');
