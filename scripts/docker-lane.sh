@@ -24,6 +24,9 @@
 #      overlay's tablespace is too; then the container without the pin root,
 #      and with Docker's default profile: the server says what is missing
 #      (the mount; bpf(2) refused), and queries run
+#   6. user namespaces: a second dockerd with --userns-remap (an account
+#      with subordinate ids, made for the lane and removed again), the
+#      loader given the ids the server has on the host: active there too
 #
 # Prints TAP lines and "N passed, N failed, N skipped" (lanes.sh's lane
 # "docker"); exit 1 on any failure.  The images stay for the next run
@@ -68,58 +71,43 @@ CTR_ID=$(free_id) || { echo "docker-lane.sh: no free id in 900-999" >&2; exit 1;
 DOCKER=(docker)
 HOST_ID=$CTR_ID
 
-PASSED=0 FAILED=0 N=0
-ok() {
-	N=$((N + 1)) PASSED=$((PASSED + 1))
-	echo "ok $N - $1"
-}
-not_ok() {
-	N=$((N + 1)) FAILED=$((FAILED + 1))
-	echo "not ok $N - $1"
-	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/#   /' | head -40
-}
-contains() { grep -q -- "$2" <<<"$1"; } # contains TEXT PATTERN
-check() { # check "description" command...: ok when the command succeeds
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
-summary() {
-	echo
-	echo "$PASSED passed, $FAILED failed, 0 skipped"
-	[ "$FAILED" -eq 0 ]
-}
-die() {
-	not_ok "$1" "${2:-}"
-	summary
-	exit 1
-}
+. "$SRC/scripts/tap.sh"
 
 # ---- 1. Docker ----
 
+# dockerd ARGS... in the background for the lane, without iptables rules
+# or a bridge (the host's firewall and interfaces are left alone) and not
+# holding the lane's lock; its pid into DOCKERD_PID once `docker -H
+# $1` answers.  $1: its socket, "" for the default; $2: its log.
+start_dockerd() {
+	local host=$1 log=$2 i
+	shift 2
+	dockerd --iptables=false --bridge=none "$@" >"$log" 2>&1 9>&- &
+	DOCKERD_PID=$!
+	for i in $(seq 60); do
+		docker ${host:+-H "$host"} info >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	tail -20 "$log"
+	return 1
+}
+
+# stop a dockerd this lane started (pid $1, if any)
+stop_dockerd() {
+	[ -n "$1" ] || return 0
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
 STARTED_DOCKERD=
 ensure_docker() {
-	local i
 	if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null || ! command -v jq >/dev/null; then
 		apt-get install -y -qq --no-install-recommends docker.io jq >/dev/null || return 1
 	fi
 	docker info >/dev/null 2>&1 && return 0
-	# none runs (a machine without systemd): one for the lane, which leaves
-	# the host's firewall and interfaces alone, and not holding our lock
-	dockerd --iptables=false --bridge=none >"$WORK/dockerd.log" 2>&1 9>&- &
-	STARTED_DOCKERD=$!
-	for i in $(seq 60); do
-		docker info >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	tail -20 "$WORK/dockerd.log"
-	return 1
-}
-
-stop_dockerd() {
-	[ -n "$STARTED_DOCKERD" ] || return 0
-	kill "$STARTED_DOCKERD" 2>/dev/null
-	wait "$STARTED_DOCKERD" 2>/dev/null
+	# none runs (a machine without systemd): one for the lane
+	start_dockerd "" "$WORK/dockerd.log" || return 1
+	STARTED_DOCKERD=$DOCKERD_PID
 }
 
 # Docker's default seccomp profile, as the installed docker.io was built
@@ -335,27 +323,16 @@ test_overlay_tablespace() {
 		contains "$("${DOCKER[@]}" logs "$CONTAINER" 2>&1)" "the overlay file system on device .* keeps its files on device"
 }
 
-# Docker's default profile forbids bpf(2) to a container without
-# CAP_SYS_ADMIN: the server must say so, and run queries
-test_default_seccomp() {
-	local reason
-	start_server "" || die "the server starts under Docker's default seccomp profile"
+# A server that cannot use the pins: idle, the reason ($2, a pattern) says
+# what is missing, and queries run.  $1: what is wrong; the rest: how
+# start_server is to start it.
+check_idle_server() {
+	local what=$1 pattern=$2 reason
+	shift 2
+	start_server "$@" || die "the server starts $what"
 	reason=$(status_row reason)
-	check "under Docker's default seccomp profile: idle" test "$(status_row state)" = idle
-	check "and the reason names bpf(2) and seccomp ($reason)" \
-		contains "$reason" 'bpf(2) refused .*(EPERM): a seccomp profile'
-	check "queries run" test "$(psql_ctr -c "SET pg_cache_ext.scan_threshold = 0" -c "SELECT count(*) FROM big")" = 100000
-	stop_server
-}
-
-# a container the pin root was not given to: idle, and says what to mount
-test_without_pins() {
-	local reason
-	start_server "$WORK/seccomp-bpf.json" nopins || die "the server starts without the pin root"
-	reason=$(status_row reason)
-	check "without the pin root mounted: idle" test "$(status_row state)" = idle
-	check "and the reason says to bind-mount it ($reason)" \
-		contains "$reason" "in a container, bind-mount the host's pin root at $PINS"
+	check "$what: idle" test "$(status_row state)" = idle
+	check "and the reason says what is missing ($reason)" contains "$reason" "$pattern"
 	check "queries run" test "$(psql_ctr -c "SET pg_cache_ext.scan_threshold = 0" -c "SELECT count(*) FROM big")" = 100000
 	stop_server
 }
@@ -390,24 +367,10 @@ remove_remap_account() {
 # a second dockerd, with user namespaces, beside whatever else runs
 USERNS_DOCKERD=
 start_userns_dockerd() {
-	local i
-	dockerd --userns-remap="$REMAP_USER" --data-root "$WORK/userns-docker" \
-		--exec-root /run/pce-docker-userns -H "unix://$USERNS_SOCK" \
-		--pidfile /run/pce-docker-userns.pid --iptables=false --bridge=none \
-		>"$WORK/dockerd-userns.log" 2>&1 9>&- &
-	USERNS_DOCKERD=$!
-	for i in $(seq 60); do
-		docker -H "unix://$USERNS_SOCK" info >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	tail -20 "$WORK/dockerd-userns.log"
-	return 1
-}
-
-stop_userns_dockerd() {
-	[ -n "$USERNS_DOCKERD" ] || return 0
-	kill "$USERNS_DOCKERD" 2>/dev/null
-	wait "$USERNS_DOCKERD" 2>/dev/null
+	start_dockerd "unix://$USERNS_SOCK" "$WORK/dockerd-userns.log" --userns-remap="$REMAP_USER" \
+		--data-root "$WORK/userns-docker" --exec-root /run/pce-docker-userns \
+		-H "unix://$USERNS_SOCK" --pidfile /run/pce-docker-userns.pid || return 1
+	USERNS_DOCKERD=$DOCKERD_PID
 }
 
 # the test image in that daemon, copied again when it changed
@@ -445,11 +408,11 @@ test_user_namespace() {
 cleanup() {
 	docker rm -f "$CONTAINER" >/dev/null 2>&1
 	[ -z "$USERNS_DOCKERD" ] || docker -H "unix://$USERNS_SOCK" rm -f "$CONTAINER" >/dev/null 2>&1
-	stop_userns_dockerd
+	stop_dockerd "$USERNS_DOCKERD"
 	remove_remap_account
 	[ -z "${LANE_ROOT:-}" ] || umount_root "$LANE_ROOT"
 	[ -x "$LOADER" ] && [ -d "$DATA" ] && "$LOADER" --unload -D "$DATA" --user "$HOST_ID" >/dev/null 2>&1
-	stop_dockerd
+	stop_dockerd "$STARTED_DOCKERD"
 }
 
 main() {
@@ -472,8 +435,11 @@ main() {
 	test_marked_scan
 	test_overlay_tablespace
 	stop_server
-	test_without_pins
-	test_default_seccomp
+	check_idle_server "without the pin root mounted" \
+		"in a container, bind-mount the host's pin root at $PINS" "$WORK/seccomp-bpf.json" nopins
+	# Docker's own profile forbids bpf(2) to a container without CAP_SYS_ADMIN
+	check_idle_server "under Docker's default seccomp profile" \
+		'bpf(2) refused .*(EPERM): a seccomp profile' ""
 	"$LOADER" --unload -D "$DATA" --user "$HOST_ID" >/dev/null 2>&1
 	test_user_namespace
 	summary

@@ -34,31 +34,7 @@ HOST_LOCK=/var/tmp/pce-host.lock
 BUILD_PKGS="dpkg-dev debhelper fakeroot postgresql-server-dev-all lintian"
 TEST_PKGS="prometheus-postgres-exporter curl"
 
-PASSED=0 FAILED=0 SKIPPED=0 N=0
-ok() {
-	N=$((N + 1)) PASSED=$((PASSED + 1))
-	echo "ok $N - $1"
-}
-not_ok() {
-	N=$((N + 1)) FAILED=$((FAILED + 1))
-	echo "not ok $N - $1"
-	[ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/#   /' | head -40
-}
-check() { # check "description" command...: ok when the command succeeds
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
-summary() {
-	echo
-	echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
-	[ "$FAILED" -eq 0 ]
-}
-die() {
-	not_ok "$1" "${2:-}"
-	summary
-	exit 1
-}
+. "$SRC/scripts/tap.sh"
 
 # ---- 1. build ----
 
