@@ -191,14 +191,23 @@ pce_read_hook_attach_point(enum pce_read_hook hook)
 	return read_hook_row(hook).program;
 }
 
+/*
+ * Does the running kernel's BTF describe name as an attach point of type
+ * attach_type?  (Each lookup parses the kernel's BTF again.)
+ */
+static bool
+kernel_has_attach_point(const char *name, enum bpf_attach_type attach_type)
+{
+	return libbpf_find_vmlinux_btf_id(name, attach_type) > 0;
+}
+
 /* Does the running kernel describe hook's attach point (its BTF)? */
 bool
 pce_kernel_has_read_hook(enum pce_read_hook hook)
 {
 	struct read_hook_row row = read_hook_row(hook);
 
-	return row.btf_name[0] == '\0' ||
-		libbpf_find_vmlinux_btf_id(row.btf_name, row.attach_type) > 0;
+	return row.btf_name[0] == '\0' || kernel_has_attach_point(row.btf_name, row.attach_type);
 }
 
 /*
@@ -227,22 +236,15 @@ pce_tracker_set_verbose(bool verbose)
 /*
  * What every attempt to load the tracker shares: where it pins, the
  * cluster's account, and which optional tracepoints the kernel's BTF has
- * (looked up once: each lookup parses the kernel's BTF again).
+ * (looked up once, not for each read hook tried).
  */
 struct tracker_setup
 {
 	const struct pce_pins *pins;
 	uid_t		cluster_uid;
-	bool		has_activate;	/* mm_lru_activate: promotion without a read hook */
 	bool		has_fork;		/* sched_process_fork: marks handed down */
 	bool		has_dirty;		/* writeback_dirty_folio: write-back for scans */
 };
-
-static bool
-kernel_has_tracepoint(const char *name)
-{
-	return libbpf_find_vmlinux_btf_id(name, BPF_TRACE_RAW_TP) > 0;
-}
 
 /*
  * Open the tracker with hook as its read program (the other is not
@@ -264,7 +266,9 @@ load_tracker(const struct tracker_setup *ts, enum pce_read_hook hook)
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long) sysconf(_SC_PAGESIZE));
 	bpf_program__set_autoload(skel->progs.on_file_read, hook == PCE_READ_HOOK_TRACEPOINT);
 	bpf_program__set_autoload(skel->progs.on_filemap_read, hook == PCE_READ_HOOK_FENTRY);
-	bpf_program__set_autoload(skel->progs.on_folio_activated, hook == PCE_READ_HOOK_NONE && ts->has_activate);
+	/* without a read hook (tried once, last), activations promote */
+	bpf_program__set_autoload(skel->progs.on_folio_activated, hook == PCE_READ_HOOK_NONE &&
+							  kernel_has_attach_point("mm_lru_activate", BPF_TRACE_RAW_TP));
 	bpf_program__set_autoload(skel->progs.on_process_fork, ts->has_fork);
 	bpf_program__set_autoload(skel->progs.on_folio_dirtied, ts->has_dirty);
 	err = tracker_bpf__load(skel);
@@ -364,9 +368,8 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_rea
 	struct tracker_setup ts = {
 		.pins = pins,
 		.cluster_uid = cluster_uid,
-		.has_activate = kernel_has_tracepoint("mm_lru_activate"),
-		.has_fork = kernel_has_tracepoint("sched_process_fork"),
-		.has_dirty = kernel_has_tracepoint("writeback_dirty_folio"),
+		.has_fork = kernel_has_attach_point("sched_process_fork", BPF_TRACE_RAW_TP),
+		.has_dirty = kernel_has_attach_point("writeback_dirty_folio", BPF_TRACE_RAW_TP),
 	};
 	struct tracker_bpf *skel;
 	struct bpf_link *add_link;
