@@ -24,7 +24,9 @@
 # CPU time the extension's background worker used in the window; per
 # second (held.dat) the table's cache, the evictor's gauges, the disk's
 # reads and writes and the cgroup's dirty pages, and what the VACUUM read
-# from the cache and from disk (vacuum-io.dat).
+# in all and from disk, wrote, and how long it slept on I/O (vacuum-io.dat).
+# Each window's VACUUM has the same work: the table is loaded afresh
+# before it (prepare_vacuum_work).
 #
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
@@ -80,6 +82,7 @@ OUT=$HERE/out/siblings-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 
 BG_PIDS=""
+LAST_TPS=""	# the TPS of the latest window, for (r) and (n) after (a)
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
@@ -102,6 +105,15 @@ mkdir -p "$BENCH_DIR"; chown "$PGUSER_OS" "$BENCH_DIR"
 cg_setup
 damon_pause
 read_ahead_set
+
+# The scanned table, loaded afresh (four rows to a page, in id order) and
+# frozen.
+load_scan_table() {
+	q "DROP TABLE IF EXISTS scan_t"
+	q "CREATE TABLE scan_t (id int, pad text) WITH (autovacuum_enabled = off, fillfactor = 90)"
+	q "INSERT INTO scan_t SELECT g, repeat(md5(g::text), 50) FROM generate_series(1, $((SCAN_MB * 1024 * 1024 / 8192 * 4))) g"
+	q "VACUUM (FREEZE, ANALYZE) scan_t"
+}
 
 build_dataset() {
 	log "dataset: pgbench scale $SCALE + a ${SCAN_MB} MiB scanned table in $PGDATA"
@@ -126,9 +138,8 @@ build_dataset() {
 	q_db postgres "CREATE DATABASE bench" >/dev/null
 	"$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -i -q -s "$SCALE" -I dtgvp bench 2>&1 |
 		grep -v '^ *[0-9]* of' >&2 || true
-	q "CREATE TABLE scan_t (id int, pad text) WITH (autovacuum_enabled = off, fillfactor = 90)"
-	q "INSERT INTO scan_t SELECT g, repeat(md5(g::text), 50) FROM generate_series(1, $((SCAN_MB * 1024 * 1024 / 8192 * 4))) g"
-	q "VACUUM (FREEZE, ANALYZE) scan_t"; q "VACUUM (FREEZE, ANALYZE) pgbench_accounts"; q "CHECKPOINT"
+	load_scan_table
+	q "VACUUM (FREEZE, ANALYZE) pgbench_accounts"; q "CHECKPOINT"
 	q "CREATE EXTENSION pg_cache_ext"; q "CREATE EXTENSION pg_prewarm"
 	echo "$DATASET_ID" > "$PGDATA/pce_bench_dataset"
 	pg_stop
@@ -171,17 +182,27 @@ io_mb() {
 		'BEGIN { printf "%.1f %.1f\n", d / 1048576, w / 1048576 }'
 }
 
-# What the VACUUM of the window read, each second while it runs (MB): all it
-# read (rchar) and what of it came from the disk (read_bytes), so the
-# pages it found cached for it are the difference.
+# What the VACUUM of the window did, each second while it runs: all it read
+# (rchar, MB) and what of it came from the disk (read_bytes), so the pages it
+# found cached for it are the difference; what it wrote (write_bytes, MB:
+# its ring's dirty buffers, which reach the disk through the page cache), the
+# heap blocks it has scanned, and in how many of ten samples over the second
+# it was in uninterruptible sleep (D: waiting on the disk or on page locks).
 vacuum_reads() {
-	local deadline=$1 pid=""
+	local deadline=$1 pid="" i d
 	while [ "$(date +%s)" -lt "$deadline" ]; do
 		[ -n "$pid" ] || pid=$(q "SELECT pid FROM pg_stat_activity WHERE query ~* '^VACUUM scan_t'" 2>/dev/null || true)
-		[ -z "$pid" ] || [ -r "/proc/$pid/io" ] || break
-		[ -z "$pid" ] || awk '$1 == "rchar:" { r = $2 } $1 == "read_bytes:" { d = $2 }
-			END { printf "%.0f %.0f\n", r / 1048576, d / 1048576 }' "/proc/$pid/io" 2>/dev/null || true
-		sleep 1
+		[ -z "$pid" ] && { sleep 1; continue; }
+		[ -r "/proc/$pid/io" ] || break
+		awk '$1 == "rchar:" { r = $2 } $1 == "read_bytes:" { d = $2 } $1 == "write_bytes:" { w = $2 }
+			END { printf "%.0f %.0f %.0f ", r / 1048576, d / 1048576, w / 1048576 }' "/proc/$pid/io" 2>/dev/null || true
+		printf '%s ' "$(q "SELECT heap_blks_scanned FROM pg_stat_progress_vacuum WHERE pid = $pid" 2>/dev/null || echo -)"
+		d=0
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != D ] || d=$((d + 1))
+			sleep 0.1
+		done
+		echo "$d"
 	done
 }
 
@@ -221,6 +242,20 @@ median() { sort -n "$1" 2>/dev/null | awk '{ a[NR] = $1 } END { if (NR) print a[
 
 set_memory_limit() { cg_set_limit "$MEMCG" "$1"; }
 
+# The same work for each window's VACUUM (outside the window, unmarked):
+# the table loaded afresh, then 5% of its rows updated, one in twenty by
+# id, spread over every page.  (The windows used to update "id % 20 =
+# round" in the table as the window before left it: (a) and (r) of a round
+# updated the same rows, the second where the first had moved them, and
+# their VACUUMs read from 32 MB to 1066 MB; in ctid's terms the rows moved
+# too.)
+prepare_vacuum_work() {
+	export PGOPTIONS="-c pg_cache_ext.scan=off"
+	load_scan_table
+	q "UPDATE scan_t SET id = id WHERE id % 20 = 0" >/dev/null
+	unset PGOPTIONS
+}
+
 # One window: $1 config (a, b, r, n, s), $2 round, $3 pgbench rate (r, n) or "".
 run_phase() {
 	local cfg=$1 round=$2 rate=$3 dir="$OUT/$1-r$2" t_start deadline pids=""
@@ -234,9 +269,7 @@ run_phase() {
 	esac
 	mkdir -p "$dir"
 	set_mode "$mode"
-	# 5% of the scanned table updated (outside the window; with scans, whose
-	# VACUUM cleans up after it), then a clean start
-	[ -z "$scans" ] || q "SET pg_cache_ext.scan = off; UPDATE scan_t SET id = id WHERE id % 20 = $round" >/dev/null
+	[ -z "$scans" ] || prepare_vacuum_work
 	q "CHECKPOINT" >/dev/null
 	evict_cluster_cache
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$limit_mb"
@@ -292,17 +325,17 @@ run_phase() {
 	scan_end=$(cached_mb scan_t)
 	# the whole limit again, once the window's scans are over and measured
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$LIMIT_MB"
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
 		"$(median "$dir/count.s")" "$(median "$dir/dump.s")" "$(cat "$dir/dump.s" 2>/dev/null | wc -l)" \
 		"$(cat "$dir/vacuum.s" 2>/dev/null || echo -)" "$(cat "$dir/count.s" 2>/dev/null | wc -l)" \
-		"$held_max" "$scan_end" "$ref" "$rd" \
+		"$(awk 'END { print (NR ? $1 : "-") }' "$dir/vacuum-io.dat" 2>/dev/null || echo -)" "$held_max" "$scan_end" "$ref" "$rd" \
 		"$((($(stat_pce bytes_dropped) - drop0) >> 20))" "$(($(stat_pce folios_added_for_scan) - for0))" \
 		"$(worker_cpu_s "$cpu0")" \
 		| tee -a "$OUT/results.tsv"
 	LAST_TPS=$tps
 }
 
-printf 'cfg\tround\tTPS\tp99_ms\thot_%%\tcount_s(median)\tdump_s(median)/n\tvacuum_s/counts_n\tscan_MB_max\tscan_MB_end\trefaults\tread_MB\tdropped_MB\tfor_scan_folios\tworker_cpu_s\n' \
+printf 'cfg\tround\tTPS\tp99_ms\thot_%%\tcount_s(median)\tdump_s(median)/n\tvacuum_s/counts_n\tvacuum_read_MB\tscan_MB_max\tscan_MB_end\trefaults\tread_MB\tdropped_MB\tfor_scan_folios\tworker_cpu_s\n' \
 	| tee "$OUT/results.tsv"
 WINDOWS=" ${WINDOWS:-a b r n s} "
 case "$WINDOWS" in *" r "*|*" n "*) [[ "$WINDOWS" == *" a "* ]] || die "WINDOWS: (r) and (n) need (a)" ;; esac
