@@ -25,14 +25,14 @@
 # second (held.dat) the table's cache, the evictor's gauges, the disk's
 # reads and writes and the cgroup's dirty pages, and what the VACUUM read
 # in all and from disk, wrote, and how long it slept on I/O (vacuum-io.dat).
-# Each window's VACUUM has the same work: the table is loaded afresh
-# before it (prepare_vacuum_work).
+# With a VACUUM among the scans, each window's VACUUM has the same work:
+# the table is loaded afresh before it (prepare_vacuum_work).
 #
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
 # table, pgbench scale 12 (~180 MB hot set), a 448 MB cgroup, 2 clients,
 # 60 s windows, 2 rounds.  WINDOWS (default "a b r n s") runs only some
-# of the windows ((r) needs (a)); TRACE_REREAD=1 runs bench/reread.bt over
+# of the windows ((r) and (n) need (a)); TRACE_REREAD=1 runs bench/reread.bt over
 # each window with scans (what the scans read twice, and who dropped it in
 # between), into reread.txt in its directory.  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
@@ -182,28 +182,38 @@ io_mb() {
 		'BEGIN { printf "%.1f %.1f\n", d / 1048576, w / 1048576 }'
 }
 
-# What the VACUUM of the window did, each second while it runs: all it read
-# (rchar, MB) and what of it came from the disk (read_bytes), so the pages it
-# found cached for it are the difference; what it wrote (write_bytes, MB:
-# its ring's dirty buffers, which reach the disk through the page cache), the
-# heap blocks it has scanned, and in how many of ten samples over the second
-# it was in uninterruptible sleep (D: waiting on the disk or on page locks).
+# VACUUM's I/O so far (MB): all it read (rchar), what of it came from the
+# disk (read_bytes), what it wrote (write_bytes: its ring's dirty buffers,
+# which reach the disk through the page cache); nothing once it is gone.
+vacuum_io() {
+	awk '$1 == "rchar:" { r = $2 } $1 == "read_bytes:" { d = $2 } $1 == "write_bytes:" { w = $2 }
+		END { if (NR) printf "%.0f %.0f %.0f\n", r / 1048576, d / 1048576, w / 1048576 }' \
+		"/proc/$1/io" 2>/dev/null || true
+}
+
+# What the VACUUM of the window did, each second while it runs: its I/O so
+# far (vacuum_io), the heap blocks it has scanned, and in how many of ten
+# samples over the second it was in uninterruptible sleep (D: waiting on
+# the disk or on page locks).  The last line is its totals, read within
+# 0.1 s of its end, with "-" for the other two.
 vacuum_reads() {
-	local deadline=$1 pid="" i d
+	local deadline=$1 pid="" io="" last="" blocks asleep i
 	while [ "$(date +%s)" -lt "$deadline" ]; do
 		[ -n "$pid" ] || pid=$(q "SELECT pid FROM pg_stat_activity WHERE query ~* '^VACUUM scan_t'" 2>/dev/null || true)
-		[ -z "$pid" ] && { sleep 1; continue; }
-		[ -r "/proc/$pid/io" ] || break
-		awk '$1 == "rchar:" { r = $2 } $1 == "read_bytes:" { d = $2 } $1 == "write_bytes:" { w = $2 }
-			END { printf "%.0f %.0f %.0f ", r / 1048576, d / 1048576, w / 1048576 }' "/proc/$pid/io" 2>/dev/null || true
-		printf '%s ' "$(q "SELECT heap_blks_scanned FROM pg_stat_progress_vacuum WHERE pid = $pid" 2>/dev/null || echo -)"
-		d=0
+		[ -n "$pid" ] || { sleep 1; continue; }
+		blocks=$(q "SELECT heap_blks_scanned FROM pg_stat_progress_vacuum WHERE pid = $pid" 2>/dev/null || true)
+		asleep=0
 		for i in 1 2 3 4 5 6 7 8 9 10; do
-			[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != D ] || d=$((d + 1))
+			io=$(vacuum_io "$pid")
+			[ -n "$io" ] || break
+			last=$io
+			[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != D ] || asleep=$((asleep + 1))
 			sleep 0.1
 		done
-		echo "$d"
+		[ -n "$io" ] || break
+		echo "$last ${blocks:--} $asleep"
 	done
+	[ -z "$last" ] || echo "$last - -"
 }
 
 # A loop of one kind of scan until $3 (epoch s): each completed scan's
@@ -244,17 +254,17 @@ set_memory_limit() { cg_set_limit "$MEMCG" "$1"; }
 
 # The same work for each window's VACUUM (outside the window, unmarked):
 # the table loaded afresh, then 5% of its rows updated, one in twenty by
-# id, spread over every page.  (The windows used to update "id % 20 =
-# round" in the table as the window before left it: (a) and (r) of a round
-# updated the same rows, the second where the first had moved them, and
-# their VACUUMs read from 32 MB to 1066 MB; in ctid's terms the rows moved
-# too.)
-prepare_vacuum_work() {
+# id: one page in five (four rows to a page, in id order), so VACUUM reads
+# every page (it skips only runs of 32 all-visible pages).  (The windows
+# used to update "id % 20 = round" in the table as the window before left
+# it: the second window of a round found those rows where the first one's
+# UPDATE had moved them, and VACUUM read 431-1,066 MB.  Choosing rows by
+# ctid fails the same way: the rows at those places move.)
+prepare_vacuum_work() (
 	export PGOPTIONS="-c pg_cache_ext.scan=off"
 	load_scan_table
 	q "UPDATE scan_t SET id = id WHERE id % 20 = 0" >/dev/null
-	unset PGOPTIONS
-}
+)
 
 # One window: $1 config (a, b, r, n, s), $2 round, $3 pgbench rate (r, n) or "".
 run_phase() {
@@ -269,7 +279,7 @@ run_phase() {
 	esac
 	mkdir -p "$dir"
 	set_mode "$mode"
-	[ -z "$scans" ] || prepare_vacuum_work
+	case " $scans " in *" vacuum "*) prepare_vacuum_work ;; esac
 	q "CHECKPOINT" >/dev/null
 	evict_cluster_cache
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$limit_mb"
