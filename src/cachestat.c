@@ -45,8 +45,8 @@ struct pce_cachestat
 };
 
 /* Is fd an overlayfs file, whose pages cachestat(2) cannot see? */
-static bool
-on_overlay(int fd)
+bool
+pce_on_overlay(int fd)
 {
 	struct statfs fs;
 
@@ -111,10 +111,17 @@ cachestat_pages(int fd, uint64 off, uint64 len, PceCacheStat *out)
 bool
 pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *out)
 {
+	return pce_cachestat_known(fd, pce_on_overlay(fd), off, len, out);
+}
+
+/* The same, for a file whose caller knows whether it is on an overlay. */
+bool
+pce_cachestat_known(int fd, bool on_overlay, uint64 off, uint64 len, PceCacheStat *out)
+{
 	struct stat st;
 
 	out->counts_dirty = true;
-	if (!on_overlay(fd) && cachestat_pages(fd, off, len, out))
+	if (!on_overlay && cachestat_pages(fd, off, len, out))
 		return true;
 	if (len == 0)
 		len = fstat(fd, &st) == 0 && st.st_size > off ? st.st_size - off : 0;
@@ -135,7 +142,7 @@ pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty, const char
 	long		pagesz = sysconf(_SC_PAGESIZE);
 	uint64		pages;
 
-	if (!on_overlay(fd) && cachestat_pages(fd, 0, 0, &cs))
+	if (!pce_on_overlay(fd) && cachestat_pages(fd, 0, 0, &cs))
 	{
 		*cached += cs.cached * pagesz;
 		*dirty += cs.dirty * pagesz;

@@ -79,6 +79,9 @@
 #define EXTENT_MAX_BYTES	(1024 * 1024)
 /* ... nor beyond this many pages (the size of its bitmap of kept pages) */
 #define EXTENT_MAX_PAGES	256
+/* a folio extends one of its file's newest extents (this many), while young */
+#define EXTENT_GROW_LOOK	8
+#define EXTENT_GROW_MS		200
 /*
  * One batch: the scan pages the worker reads from the ring between two
  * drops.  The ring is read in batches, so that a backlog (the worker woke
@@ -93,8 +96,12 @@
 #define MAX_BATCHES			64
 /* what handle_event returns to stop the ring's consumption for a drop */
 #define BATCH_FULL			(-1)
-/* waiting extents looked at per round, and the longest wait for a writeback */
+/*
+ * waiting extents looked at per round, how often each at most, and the
+ * longest wait for a writeback
+ */
 #define WAITING_CHECKS		64
+#define WAITING_RECHECK_MS	50
 #define WAITING_MAX_MS		60000
 /* a waiting extent dirty again but not under writeback: start it again after */
 #define WAITING_KICK_MS		1000
@@ -109,11 +116,14 @@
 /* ... of at most this many looked at */
 #define RANKED_LOOK_MAX		(4 * RANKED_MAX_EXTENTS)
 
+struct TrackedFile;
+
 typedef struct Extent
 {
 	dlist_node	node;			/* in the arrival-order list of all extents */
 	dlist_node	file_node;		/* in its file's list, oldest first */
 	PceFileKey	file;
+	struct TrackedFile *tf;		/* its file's entry (freed with its last extent) */
 	uint64		start;			/* first page */
 	uint32		npages;
 	uint32		nkept;			/* pages promoted: never dropped */
@@ -126,12 +136,16 @@ typedef struct Extent
 	TimestampTz waiting_since;	/* when a drop first met its dirty or in-use pages */
 	bool		for_writeback;	/* waits for dirty pages (else: for in-use ones) */
 	TimestampTz kicked_at;		/* when we last started their writeback */
+	TimestampTz checked_at;		/* while waiting: when last looked at */
 	uint64		read_next_pass;	/* the drop that counted it as read next */
 } Extent;
 
 /*
  * Per tracked file: its extents, the newest last (records of a sequential
- * read are coalesced into it; promotions search the list).
+ * read are coalesced into it; promotions search the list), and the
+ * relation fork and segment it is, looked up once: every drop and every
+ * round asks sibling.c about each extent, and looking the file up in the
+ * index each time was a fifth of the worker's CPU (perf, bench/siblings.sh).
  */
 typedef struct TrackedFile
 {
@@ -139,6 +153,8 @@ typedef struct TrackedFile
 	dlist_head	extents;
 	bool		every_scan;		/* tracked for every scan's records, not only
 								 * an external tree's (file_index.c) */
+	bool		is_relation;	/* a relation file: rel says which */
+	PceRelationFile rel;
 } TrackedFile;
 
 static MemoryContext evictor_cxt = NULL;
@@ -206,13 +222,18 @@ page_kept(const Extent *ext, uint32 page)
 	return (ext->kept[page / 64] & (UINT64CONST(1) << (page % 64))) != 0;
 }
 
+/* ext's relation fork and segment, for sibling.c; NULL for other files */
+static inline const PceRelationFile *
+extent_relation(const Extent *ext)
+{
+	return ext->tf->is_relation ? &ext->tf->rel : NULL;
+}
+
 static void
 forget_extent(Extent *ext)
 {
-	TrackedFile *tf = hash_search(tracked_files, &ext->file, HASH_FIND, NULL);
-
 	dlist_delete(&ext->file_node);
-	if (tf && dlist_is_empty(&tf->extents))
+	if (dlist_is_empty(&ext->tf->extents))
 		hash_search(tracked_files, &ext->file, HASH_REMOVE, NULL);
 	dlist_delete(&ext->node);
 	if (ext->is_waiting)
@@ -258,6 +279,7 @@ start_waiting(Extent *ext, uint64 cached_pages)
 	dlist_push_tail(&waiting, &ext->node);
 	ext->is_waiting = true;
 	ext->kicked_at = GetCurrentTimestamp();
+	ext->checked_at = ext->kicked_at;	/* measured by the drop just now */
 	if (ext->waiting_since == 0)	/* WAITING_MAX_MS caps all its waits */
 		ext->waiting_since = ext->kicked_at;
 	tracked_pages -= ext->npages - ext->nkept;
@@ -291,11 +313,74 @@ drop_unkept_pages(int fd, const Extent *ext)
 	return ok;
 }
 
+/*
+ * The files of this round's extents, opened once and closed at the round's
+ * end (close_round_files): a round drops and looks at many extents of a
+ * few files (the relations being scanned), and opening, checking and
+ * closing the file for each extent took six of its nine system calls
+ * (bench/siblings.sh: 7,000 opens a second).  Opened anew each round, a
+ * file that is gone is seen in the next one.
+ */
+typedef struct RoundFile
+{
+	PceFileKey	key;
+	int			fd;
+	bool		on_overlay;		/* cachestat(2) cannot see its pages */
+} RoundFile;
+
+#define ROUND_FILES_MAX		8
+static RoundFile round_files[ROUND_FILES_MAX];
+static int	n_round_files = 0;
+static int	next_round_file = 0;	/* replaced next when all are in use */
+
+static bool
+same_file(const PceFileKey *a, const PceFileKey *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->generation == b->generation;
+}
+
+/* ext's file, open for this round; NULL if it is gone */
+static const RoundFile *
+round_file(const Extent *ext)
+{
+	RoundFile  *rf;
+	int			fd;
+
+	for (int i = 0; i < n_round_files; i++)
+		if (same_file(&round_files[i].key, &ext->file))
+			return &round_files[i];
+	fd = pce_file_index_open(&ext->file);
+	if (fd < 0)
+		return NULL;
+	if (n_round_files < ROUND_FILES_MAX)
+		rf = &round_files[n_round_files++];
+	else
+	{
+		rf = &round_files[next_round_file];
+		next_round_file = (next_round_file + 1) % ROUND_FILES_MAX;
+		close(rf->fd);
+	}
+	rf->key = ext->file;
+	rf->fd = fd;
+	rf->on_overlay = pce_on_overlay(fd);
+	return rf;
+}
+
+static void
+close_round_files(void)
+{
+	for (int i = 0; i < n_round_files; i++)
+		close(round_files[i].fd);
+	n_round_files = 0;
+	next_round_file = 0;
+}
+
 /* cachestat(2) of ext's pages (mincore() before 6.5 and on overlays: no dirty count) */
 static bool
-extent_cache(int fd, const Extent *ext, PceCacheStat *cs)
+extent_cache(const RoundFile *rf, const Extent *ext, PceCacheStat *cs)
 {
-	return pce_cachestat(fd, ext->start * page_size, (uint64) ext->npages * page_size, cs);
+	return pce_cachestat_known(rf->fd, rf->on_overlay, ext->start * page_size,
+							   (uint64) ext->npages * page_size, cs);
 }
 
 /* A waiting extent's writeback is over: back among the oldest tracked extents. */
@@ -366,23 +451,22 @@ typedef enum DropResult
 static DropResult
 drop_extent(Extent *ext)
 {
-	int			fd = pce_file_index_open(&ext->file);
+	const RoundFile *rf = round_file(ext);
 	PceCacheStat before,
 				after;
 	bool		measured;
 	bool		ok;
 	DropResult	result = DROP_DONE;
 
-	if (fd < 0)
+	if (rf == NULL)
 	{
 		pce_count(PCE_USTAT_FILES_NOT_FOUND, 1);
 		forget_extent(ext);
 		return DROP_DONE;
 	}
-	measured = extent_cache(fd, ext, &before);
-	ok = drop_unkept_pages(fd, ext);
-	measured &= extent_cache(fd, ext, &after);
-	close(fd);
+	measured = extent_cache(rf, ext, &before);
+	ok = drop_unkept_pages(rf->fd, ext);
+	measured &= extent_cache(rf, ext, &after);
 	count_dropped(ext, measured, &before, &after);
 	if (ok && measured && after.cached > ext->nkept)
 	{
@@ -438,7 +522,7 @@ wait_without_dirty_count(Extent *ext, uint64 cached_pages, TimestampTz now)
 static bool
 check_waiting_extent(Extent *ext, TimestampTz now)
 {
-	int			fd;
+	const RoundFile *rf;
 	PceCacheStat cs;
 
 	if (TimestampDifferenceExceeds(ext->waiting_since, now, WAITING_MAX_MS))
@@ -446,22 +530,19 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 		forget_extent(ext);
 		return false;
 	}
-	fd = pce_file_index_open(&ext->file);
-	if (fd < 0 || !extent_cache(fd, ext, &cs))
+	rf = round_file(ext);
+	if (rf == NULL || !extent_cache(rf, ext, &cs))
 	{
-		if (fd >= 0)
-			close(fd);
 		forget_extent(ext);		/* gone with its file */
 		return false;
 	}
 	if (cs.writeback == 0 && cs.dirty > 0 &&
 		TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
 	{
-		(void) sync_file_range(fd, ext->start * page_size, (off_t) ext->npages * page_size,
+		(void) sync_file_range(rf->fd, ext->start * page_size, (off_t) ext->npages * page_size,
 							   SYNC_FILE_RANGE_WRITE);
 		ext->kicked_at = now;
 	}
-	close(fd);
 	if (!cs.counts_dirty)
 		return wait_without_dirty_count(ext, cs.cached, now);
 	set_cached_unkept(ext, cs.cached);
@@ -477,6 +558,10 @@ check_waiting_extent(Extent *ext, TimestampTz now)
  * Look at a few waiting extents per round, in turn: one still waiting
  * goes to the back of the list, so that extents queued behind a long
  * writeback still get their retries (an in-use extent has IN_USE_RETRY_MS).
+ * Each at most every WAITING_RECHECK_MS: a writeback or a read-in takes
+ * longer than a round, and the worker's rounds come as often as the scans'
+ * records do (looked at every round, 64 waiting extents cost 3,800 opens
+ * and cachestat calls a second, bench/siblings.sh).
  */
 static void
 check_waiting(void)
@@ -488,13 +573,50 @@ check_waiting(void)
 	{
 		Extent	   *ext = dlist_head_element(Extent, node, &waiting);
 
+		if (!TimestampDifferenceExceeds(ext->checked_at, now, WAITING_RECHECK_MS))
+			break;				/* the least recently looked at */
+		ext->checked_at = now;
 		if (check_waiting_extent(ext, now))
 			dlist_move_tail(&waiting, &ext->node);
 	}
 }
 
 /*
- * A scan folio: extend the file's newest extent, or start a new one.
+ * The extent of tf that the folio of ev continues, if any: one of its
+ * newest extents that ends where the folio starts and has room for it.
+ * Several scans of one relation read it at once at different places (the
+ * synchronized scans, VACUUM behind them), and their records interleave,
+ * a read-ahead batch of each in turn: extending only the file's newest
+ * extent would start a new extent at every turn, and each extent costs a
+ * drop of its own.  Extents that waited are among the oldest (new pages
+ * are not), and one older than EXTENT_GROW_MS would make the pages it
+ * gains older than they are.
+ */
+static Extent *
+continued_extent(TrackedFile *tf, const struct pce_folio_event *ev, uint32 max_pages)
+{
+	TimestampTz now = 0;
+	int			looked_at = 0;
+	dlist_iter	iter;
+
+	dlist_reverse_foreach(iter, &tf->extents)
+	{
+		Extent	   *ext = dlist_container(Extent, file_node, iter.cur);
+
+		if (looked_at++ >= EXTENT_GROW_LOOK)
+			break;
+		if (ext->waiting_since != 0 || ext->start + ext->npages != ev->index ||
+			ext->npages + ev->nr_pages > max_pages)
+			continue;
+		if (now == 0)
+			now = GetCurrentTimestamp();
+		return TimestampDifferenceExceeds(ext->born, now, EXTENT_GROW_MS) ? NULL : ext;
+	}
+	return NULL;
+}
+
+/*
+ * A scan folio: extend the extent it continues, or start a new one.
  * Extents hold whole folios, because fadvise(DONTNEED) leaves alone a large
  * folio that the range covers only in part; so a folio larger than an
  * extent (large folios go up to 2 MiB) gets an extent of its own.
@@ -518,23 +640,20 @@ record_folio(const struct pce_folio_event *ev)
 		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
 		tf->every_scan = !external || pce_file_index_lookup(&key, ev->index, false);
+		tf->is_relation = pce_file_index_relation(&key, &tf->rel);
 	}
 	if (!external && !tf->every_scan)
 		return;					/* a WAL segment an external tree read first */
-	if (!dlist_is_empty(&tf->extents))
+	ext = continued_extent(tf, ev, max_pages);
+	if (ext)
 	{
-		ext = dlist_tail_element(Extent, file_node, &tf->extents);
-		/* (one that waited is among the oldest: new pages are not) */
-		if (ext->waiting_since == 0 && ext->start + ext->npages == ev->index &&
-			ext->npages + ev->nr_pages <= max_pages)
-		{
-			ext->npages += ev->nr_pages;
-			tracked_pages += ev->nr_pages;
-			return;
-		}
+		ext->npages += ev->nr_pages;
+		tracked_pages += ev->nr_pages;
+		return;
 	}
 	ext = MemoryContextAllocZero(evictor_cxt, sizeof(Extent));
 	ext->file = key;
+	ext->tf = tf;
 	ext->start = ev->index;
 	ext->npages = ev->nr_pages;
 	ext->born = GetCurrentTimestamp();
@@ -769,7 +888,7 @@ read_next(const Extent *ext, PceScanPagesUse use, TimestampTz now)
 		TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
 		return false;
 	return use == PCE_PAGES_READ_NEXT ||
-		pce_sibling_reads_soon(&ext->file, ext->start, ext->npages,
+		pce_sibling_reads_soon(extent_relation(ext), ext->start, ext->npages,
 							   pce_read_ahead_reach_pages(&ext->file, page_size));
 }
 
@@ -799,7 +918,7 @@ read_next_pages(TimestampTz now)
 		if (looked_at++ >= RANKED_LOOK_MAX ||
 			TimestampDifferenceExceeds(ext->born, now, READ_AHEAD_YOUNG_MS))
 			break;
-		use = pce_sibling_use(&ext->file, ext->start, ext->npages, NULL);
+		use = pce_sibling_use(extent_relation(ext), ext->start, ext->npages, NULL);
 		if (read_next(ext, use, now))
 		{
 			pages += ext->npages - ext->nkept;
@@ -861,7 +980,7 @@ soonest_needed(uint64 room_pages, const PceSettings *settings, TimestampTz now)
 		if (too_old(ext, settings, now))
 			continue;			/* dropped whatever a reader needs */
 		if (is_read_next(ext) ||
-			pce_sibling_use(&ext->file, ext->start, ext->npages,
+			pce_sibling_use(extent_relation(ext), ext->start, ext->npages,
 							&uses[n].pages_away) != PCE_PAGES_FOR_SIBLING)
 			continue;			/* (what a reader reads next is counted apart) */
 		uses[n++].pages = ext->npages - ext->nkept;
@@ -949,7 +1068,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 							   settings, now);
 			ranked = true;
 		}
-		use = pce_sibling_use(&oldest->file, oldest->start, oldest->npages, &pages_away);
+		use = pce_sibling_use(extent_relation(oldest), oldest->start, oldest->npages, &pages_away);
 		if (!old && passed_over(oldest, use, pages_away, &keeping))
 		{
 			oldest->in_use_since = 0;	/* a later drop gets its own retries */
@@ -980,7 +1099,7 @@ publish_held_for_siblings(void)
 
 		if (looked_at++ >= HELD_COUNT_MAX_EXTENTS)
 			break;
-		if (pce_sibling_use(&ext->file, ext->start, ext->npages, NULL) == PCE_PAGES_FOR_SIBLING)
+		if (pce_sibling_use(extent_relation(ext), ext->start, ext->npages, NULL) == PCE_PAGES_FOR_SIBLING)
 			held_pages += ext->npages - ext->nkept;
 	}
 	pg_atomic_write_u64(&pce_shared->ustats[PCE_USTAT_BYTES_HELD_FOR_SIBLINGS],
@@ -997,6 +1116,7 @@ pce_evictor_enforce(const PceSettings *settings)
 	check_waiting();
 	pce_sibling_refresh();		/* also when within the budget: forgets readers gone */
 	drop_over_budget(settings, true);
+	close_round_files();
 	publish_gauges();
 	publish_held_for_siblings();
 }
@@ -1009,6 +1129,7 @@ pce_evictor_forget_all(void)
 		forget_extent(dlist_head_element(Extent, node, &extents));
 	while (!dlist_is_empty(&waiting))
 		forget_extent(dlist_head_element(Extent, node, &waiting));
+	close_round_files();
 	publish_gauges();
 	publish_held_for_siblings();
 }

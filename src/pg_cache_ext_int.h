@@ -240,6 +240,9 @@ typedef struct PceCacheStat
 	bool		counts_dirty;	/* false: mincore, dirty and writeback unknown (0) */
 } PceCacheStat;
 extern bool pce_cachestat(int fd, uint64 off, uint64 len, PceCacheStat *cs);
+extern bool pce_cachestat_known(int fd, bool on_overlay, uint64 off, uint64 len,
+								PceCacheStat *cs);
+extern bool pce_on_overlay(int fd);
 extern bool pce_file_residency(int fd, off_t size, uint64 *cached, uint64 *dirty,
 							   const char **method);
 
@@ -265,7 +268,11 @@ typedef struct PceRelationFile
 extern bool pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf);
 extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation);
 
-/* sibling.c: scan pages a live marked reader of the same relation has yet to read */
+/*
+ * sibling.c: scan pages a live marked reader of the same relation has yet to
+ * read (file: the relation fork and segment of the pages, NULL for a file
+ * that is no relation's; pce_file_index_relation)
+ */
 extern void pce_sibling_refresh(void);
 typedef enum PceScanPagesUse
 {
@@ -273,10 +280,10 @@ typedef enum PceScanPagesUse
 	PCE_PAGES_FOR_SIBLING,		/* one has, and another read them already */
 	PCE_PAGES_READ_NEXT			/* ahead of every reader: read-ahead */
 } PceScanPagesUse;
-extern PceScanPagesUse pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages,
+extern PceScanPagesUse pce_sibling_use(const PceRelationFile *file, uint64 start, uint32 npages,
 									   uint64 *pages_away);
 extern int	pce_sibling_readers(void);
-extern bool pce_sibling_reads_soon(const PceFileKey *file, uint64 start, uint32 npages,
+extern bool pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, uint32 npages,
 								   uint64 reach_pages);
 
 /* read_ahead.c: how far ahead of a sequential reader the kernel reads */

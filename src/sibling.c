@@ -152,7 +152,11 @@ reader_place(SiblingReader *r, const PceRelationFile *rel, bool *fresh)
 static uint64
 pages_per_segment(void)
 {
-	return (uint64) RELSEG_SIZE * BLCKSZ / (uint64) sysconf(_SC_PAGESIZE);
+	static uint64 pages = 0;
+
+	if (pages == 0)
+		pages = (uint64) RELSEG_SIZE * BLCKSZ / (uint64) sysconf(_SC_PAGESIZE);
+	return pages;
 }
 
 static bool
@@ -375,16 +379,17 @@ place_distance(const ReaderPlace *p, const PceRelationFile *rel, uint64 from)
 }
 
 /*
- * Page start of file as a page of its relation fork (*rel, segment 0) that
- * readers are followed in: *from.  False if none is, or file is not a
- * relation file.
+ * Page start of file (the relation fork and segment file_rel) as a page of
+ * its relation fork (*rel, segment 0) that readers are followed in: *from.
+ * False if none is, or the file is no relation file (file_rel NULL).
  */
 static bool
-followed_relation_page(const PceFileKey *file, uint64 start, PceRelationFile *rel,
+followed_relation_page(const PceRelationFile *file_rel, uint64 start, PceRelationFile *rel,
 					   uint64 *from)
 {
-	if (nreaders == 0 || !pce_file_index_relation(file, rel))
+	if (nreaders == 0 || file_rel == NULL)
 		return false;
+	*rel = *file_rel;
 	*from = rel->segno * pages_per_segment() + start;
 	rel->segno = 0;
 	return true;
@@ -400,7 +405,7 @@ followed_relation_page(const PceFileKey *file, uint64 start, PceRelationFile *re
  * reads first.
  */
 PceScanPagesUse
-pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pages_away)
+pce_sibling_use(const PceRelationFile *file, uint64 start, uint32 npages, uint64 *pages_away)
 {
 	PceRelationFile rel;
 	uint64		from;
@@ -435,7 +440,7 @@ pce_sibling_use(const PceFileKey *file, uint64 start, uint32 npages, uint64 *pag
  * nothing in flight.
  */
 bool
-pce_sibling_reads_soon(const PceFileKey *file, uint64 start, uint32 npages,
+pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, uint32 npages,
 					   uint64 reach_pages)
 {
 	PceRelationFile rel;
