@@ -109,8 +109,14 @@
 #define READ_AHEAD_YOUNG_MS	1000
 /* how long the worker's largest lag behind the ring lowers its drops' target */
 #define LAG_MEMORY_MS		1000
-/* extents looked at for the gauge bytes_held_for_siblings, per round */
+/*
+ * extents looked at for the gauge bytes_held_for_siblings, and how often:
+ * a round comes for every few records (150 a second with scans at full
+ * speed), and counting every round was most of the worker's CPU after the
+ * drops (perf, bench/siblings.sh)
+ */
 #define HELD_COUNT_MAX_EXTENTS	4096
+#define HELD_COUNT_MS			100
 /* extents ranked by how soon a reader needs them, per drop (the oldest) */
 #define RANKED_MAX_EXTENTS	1024
 /* ... of at most this many looked at */
@@ -816,7 +822,9 @@ note_lag(uint64 pass_pages)
  * from the ring, each followed by a drop (drop_over_budget), until the ring
  * is empty (or MAX_BATCHES, for the worker's other work; the ring's fd is
  * still readable then, so the worker comes straight back); then the rest of
- * the round's work (pce_evictor_enforce).
+ * the round's work (pce_evictor_enforce), whose drop is the last batch's
+ * (each drop ranks every tracked extent by what the readers need: two in a
+ * row doubled that work).
  */
 void
 pce_evictor_run(const PceSettings *settings)
@@ -824,18 +832,17 @@ pce_evictor_run(const PceSettings *settings)
 	pass_tracked_pages = 0;
 	for (int batch = 0; ring && batch < MAX_BATCHES; batch++)
 	{
-		int			consumed = ring_buffer__consume(ring);
-
-		drop_over_budget(settings, false);
-		if (consumed != BATCH_FULL)
+		if (ring_buffer__consume(ring) != BATCH_FULL)
 			break;
+		drop_over_budget(settings, false);
 		CHECK_FOR_INTERRUPTS();
 	}
 	note_lag(pass_tracked_pages);
+	/* the last batch's drop, with the positions just read */
+	pce_evictor_enforce(settings);
 	/* less than a batch came: the worker has time to look at the directories */
 	if (pass_tracked_pages * page_size < EVICT_BATCH_BYTES)
 		pce_file_index_keep_current();
-	pce_evictor_enforce(settings);
 }
 
 /*
@@ -1082,17 +1089,22 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
  * The gauge bytes_held_for_siblings: tracked pages that a live reader has
  * yet to read and another has read (at most HELD_COUNT_MAX_EXTENTS looked
  * at, the oldest: the tracked extents are within the budget but for a
- * backlog).
+ * backlog).  A round's count comes every HELD_COUNT_MS at most (throttled);
+ * forgetting every extent publishes its zero at once.
  */
 static void
-publish_held_for_siblings(void)
+publish_held_for_siblings(bool throttled)
 {
+	static TimestampTz counted_at = 0;
+	TimestampTz now = GetCurrentTimestamp();
 	dlist_iter	iter;
 	uint64		held_pages = 0;
 	int			looked_at = 0;
 
-	if (!pce_shared)
+	if (!pce_shared ||
+		(throttled && !TimestampDifferenceExceeds(counted_at, now, HELD_COUNT_MS)))
 		return;
+	counted_at = now;
 	dlist_foreach(iter, &extents)
 	{
 		Extent	   *ext = dlist_container(Extent, node, iter.cur);
@@ -1118,7 +1130,7 @@ pce_evictor_enforce(const PceSettings *settings)
 	drop_over_budget(settings, true);
 	close_round_files();
 	publish_gauges();
-	publish_held_for_siblings();
+	publish_held_for_siblings(true);
 }
 
 /* Forget every extent without dropping anything (mode off, mechanism gone). */
@@ -1131,5 +1143,5 @@ pce_evictor_forget_all(void)
 		forget_extent(dlist_head_element(Extent, node, &waiting));
 	close_round_files();
 	publish_gauges();
-	publish_held_for_siblings();
+	publish_held_for_siblings(false);
 }
