@@ -90,7 +90,7 @@ char		LICENSE[] SEC("license") = "GPL";
  */
 const volatile bool promote_by_read = false;
 
-/* Set by the loader: log2 of the page size, for fentry/filemap_read's offsets. */
+/* Set by the loader: log2 of the page size (fentry/filemap_read's offsets, wakeup_flag) */
 const volatile __u32 page_shift = 12;
 
 /* pages per chunk of a file that a read promotes at once: 64 KiB */
@@ -288,23 +288,24 @@ stat_dev(struct inode *host)
 }
 
 /*
- * Pages recorded since the worker was last woken.  Woken for every record,
- * the worker made a round of every few records (150 rounds a second beside
- * four scans, bench/siblings.sh), and each round's drop ranks every tracked
- * extent by what the readers need next: it is woken once WAKEUP_PAGES have
- * come instead (a quarter of its 2 MB batch of 4 kB pages), and wakes every
- * 100 ms by itself for a slow reader's records (src/worker.c).  Updated
- * without atomics: CPUs that race wake it once too often or too seldom,
- * and the timer covers that.
+ * Pages of the records sent since the last forced wakeup of the worker.
+ * Woken whenever it had emptied the ring (the default), the worker made a
+ * round of every few records (150 rounds a second beside four scans,
+ * bench/siblings.sh), and each round's drop ranks every tracked extent by
+ * what the readers need next: it is woken once the records sent since
+ * cover WAKEUP_BYTES (a quarter of its 2 MB batch), and wakes every 100 ms
+ * by itself for a slow reader's records (src/worker.c).  Updated without
+ * atomics: CPUs that race wake it once too often or too seldom, and the
+ * timer covers that.
  */
-#define WAKEUP_PAGES		128
+#define WAKEUP_BYTES		(512 * 1024)
 static __u64 pages_since_wakeup = 0;
 
 static __always_inline __u64
 wakeup_flag(__u32 nr_pages)
 {
 	pages_since_wakeup += nr_pages;
-	if (pages_since_wakeup < WAKEUP_PAGES)
+	if ((pages_since_wakeup << page_shift) < WAKEUP_BYTES)
 		return BPF_RB_NO_WAKEUP;
 	pages_since_wakeup = 0;
 	return BPF_RB_FORCE_WAKEUP;

@@ -24,7 +24,7 @@
  * reading; its pages would stay cached, no longer tracked.
  * So after the call we ask the kernel (cachestat) whether the extent's
  * clean pages are gone, and if not, the extent waits with the dirty ones
- * and is tried again each round, for a while (still_in_use); those pages
+ * and is tried again every WAITING_RECHECK_MS, for a while (still_in_use); those pages
  * are in bytes_waiting, not in the budget (set_cached_unkept).
  * bytes_dropped counts what cachestat saw leave.  Where the kernel has no
  * cachestat (before 6.5) mincore() counts the cached pages but not the
@@ -111,9 +111,9 @@
 #define LAG_MEMORY_MS		1000
 /*
  * extents looked at for the gauge bytes_held_for_siblings, and how often:
- * a round comes for every few records (150 a second with scans at full
- * speed), and counting every round was most of the worker's CPU after the
- * drops (perf, bench/siblings.sh)
+ * rounds came 150 times a second beside four scans at full speed, and
+ * counting every round was most of the worker's CPU after the drops
+ * (perf, bench/siblings.sh)
  */
 #define HELD_COUNT_MAX_EXTENTS	4096
 #define HELD_COUNT_MS			100
@@ -161,6 +161,7 @@ typedef struct TrackedFile
 								 * an external tree's (file_index.c) */
 	bool		is_relation;	/* a relation file: rel says which */
 	PceRelationFile rel;
+	uint64		rel_epoch;		/* the file index's epoch when rel was looked up */
 } TrackedFile;
 
 static MemoryContext evictor_cxt = NULL;
@@ -228,11 +229,22 @@ page_kept(const Extent *ext, uint32 page)
 	return (ext->kept[page / 64] & (UINT64CONST(1) << (page % 64))) != 0;
 }
 
-/* ext's relation fork and segment, for sibling.c; NULL for other files */
-static inline const PceRelationFile *
+/*
+ * ext's relation fork and segment, for sibling.c; NULL for other files.
+ * Looked up again once the file index has changed (rel.dir names a
+ * directory of the index, which forgets a dropped database's).
+ */
+static const PceRelationFile *
 extent_relation(const Extent *ext)
 {
-	return ext->tf->is_relation ? &ext->tf->rel : NULL;
+	TrackedFile *tf = ext->tf;
+
+	if (tf->rel_epoch != pce_file_index_epoch())
+	{
+		tf->is_relation = tf->every_scan && pce_file_index_relation(&tf->key, &tf->rel);
+		tf->rel_epoch = pce_file_index_epoch();
+	}
+	return tf->is_relation ? &tf->rel : NULL;
 }
 
 static void
@@ -565,9 +577,9 @@ check_waiting_extent(Extent *ext, TimestampTz now)
  * goes to the back of the list, so that extents queued behind a long
  * writeback still get their retries (an in-use extent has IN_USE_RETRY_MS).
  * Each at most every WAITING_RECHECK_MS: a writeback or a read-in takes
- * longer than a round, and the worker's rounds come as often as the scans'
- * records do (looked at every round, 64 waiting extents cost 3,800 opens
- * and cachestat calls a second, bench/siblings.sh).
+ * longer than a round, and rounds come many times a second beside busy
+ * scans (looked at every round, 64 waiting extents cost 3,800 opens and
+ * cachestat calls a second, bench/siblings.sh).
  */
 static void
 check_waiting(void)
@@ -579,8 +591,9 @@ check_waiting(void)
 	{
 		Extent	   *ext = dlist_head_element(Extent, node, &waiting);
 
-		if (!TimestampDifferenceExceeds(ext->checked_at, now, WAITING_RECHECK_MS))
-			break;				/* the least recently looked at */
+		if (ext->checked_at <= now &&
+			!TimestampDifferenceExceeds(ext->checked_at, now, WAITING_RECHECK_MS))
+			break;				/* the least recently looked at (a clock set back: due) */
 		ext->checked_at = now;
 		if (check_waiting_extent(ext, now))
 			dlist_move_tail(&waiting, &ext->node);
@@ -616,7 +629,8 @@ continued_extent(TrackedFile *tf, const struct pce_folio_event *ev, uint32 max_p
 			continue;
 		if (now == 0)
 			now = GetCurrentTimestamp();
-		return TimestampDifferenceExceeds(ext->born, now, EXTENT_GROW_MS) ? NULL : ext;
+		return ext->born > now || TimestampDifferenceExceeds(ext->born, now, EXTENT_GROW_MS) ?
+			NULL : ext;
 	}
 	return NULL;
 }
@@ -646,7 +660,7 @@ record_folio(const struct pce_folio_event *ev)
 		tf = hash_search(tracked_files, &key, HASH_ENTER, &found);
 		dlist_init(&tf->extents);
 		tf->every_scan = !external || pce_file_index_lookup(&key, ev->index, false);
-		tf->is_relation = pce_file_index_relation(&key, &tf->rel);
+		tf->rel_epoch = 0;		/* looked up at its first use (extent_relation) */
 	}
 	if (!external && !tf->every_scan)
 		return;					/* a WAL segment an external tree read first */
@@ -823,8 +837,8 @@ note_lag(uint64 pass_pages)
  * is empty (or MAX_BATCHES, for the worker's other work; the ring's fd is
  * still readable then, so the worker comes straight back); then the rest of
  * the round's work (pce_evictor_enforce), whose drop is the last batch's
- * (each drop ranks every tracked extent by what the readers need: two in a
- * row doubled that work).
+ * when the ring ran dry (each drop ranks every tracked extent by what the
+ * readers need: two in a row doubled that work).
  */
 void
 pce_evictor_run(const PceSettings *settings)
@@ -1102,7 +1116,8 @@ publish_held_for_siblings(bool throttled)
 	int			looked_at = 0;
 
 	if (!pce_shared ||
-		(throttled && !TimestampDifferenceExceeds(counted_at, now, HELD_COUNT_MS)))
+		(throttled && counted_at <= now &&
+		 !TimestampDifferenceExceeds(counted_at, now, HELD_COUNT_MS)))
 		return;
 	counted_at = now;
 	dlist_foreach(iter, &extents)

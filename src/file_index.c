@@ -515,6 +515,13 @@ refresh_index(void)
 
 /* ---- interface for the evictor ---- */
 
+/* Changes whenever a directory is read or forgotten (what the index names) */
+uint64
+pce_file_index_epoch(void)
+{
+	return index_epoch;
+}
+
 void
 pce_file_index_init(void)
 {
@@ -692,8 +699,10 @@ pce_file_index_open(const PceFileKey *key)
 
 /*
  * Which relation fork and segment is the file of key (sibling.c compares
- * scan positions by it)?  False if key names no relation file.  Files of
- * one relation fork have the same directory and relfilenode.
+ * scan positions by it)?  False if key is not in the index; the caller
+ * knows whether it is a relation file (the index also names the other
+ * files an external tree reads: their names parse as nonsense here).
+ * Files of one relation fork have the same directory and relfilenode.
  */
 bool
 pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf)

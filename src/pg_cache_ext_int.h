@@ -266,6 +266,7 @@ typedef struct PceRelationFile
 	uint32		segno;			/* segment: .1, .2, ... (0 for the first) */
 } PceRelationFile;
 extern bool pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf);
+extern uint64 pce_file_index_epoch(void);
 extern PceFileKey pce_file_key_from_kernel(__u32 dev, __u64 ino, __u32 generation);
 
 /*
