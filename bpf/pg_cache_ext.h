@@ -39,6 +39,16 @@
 #define PCE_FOLIO_EVENTS_BYTES	(8 * 1024 * 1024)
 
 /*
+ * The stock-kernel evictor reads the ring in batches of records of this
+ * many bytes of scan pages, dropping after each (src/evictor.c); the
+ * tracker wakes it once records of a quarter of a batch have come since
+ * the last wakeup (bpf/tracker.bpf.c), and the worker's timer covers the
+ * rest.
+ */
+#define PCE_EVICT_BATCH_BYTES	(2 * 1024 * 1024)
+#define PCE_WAKEUP_BYTES		(PCE_EVICT_BATCH_BYTES / 4)
+
+/*
  * Why a PID is marked: every reason, its name, and whether it is a utility
  * command of pg_cache_ext.scan_commands (whose word is the reason's name).
  * The one table of reasons and commands: the enum below, the names that

@@ -293,19 +293,18 @@ stat_dev(struct inode *host)
  * round of every few records (150 rounds a second beside four scans,
  * bench/siblings.sh), and each round's drop ranks every tracked extent by
  * what the readers need next: it is woken once the records sent since
- * cover WAKEUP_BYTES (a quarter of its 2 MB batch), and wakes every 100 ms
+ * cover PCE_WAKEUP_BYTES (pg_cache_ext.h), and wakes every 100 ms
  * by itself for a slow reader's records (src/worker.c).  Updated without
  * atomics: CPUs that race wake it once too often or too seldom, and the
  * timer covers that.
  */
-#define WAKEUP_BYTES		(512 * 1024)
 static __u64 pages_since_wakeup = 0;
 
 static __always_inline __u64
 wakeup_flag(__u32 nr_pages)
 {
 	pages_since_wakeup += nr_pages;
-	if ((pages_since_wakeup << page_shift) < WAKEUP_BYTES)
+	if ((pages_since_wakeup << page_shift) < PCE_WAKEUP_BYTES)
 		return BPF_RB_NO_WAKEUP;
 	pages_since_wakeup = 0;
 	return BPF_RB_FORCE_WAKEUP;

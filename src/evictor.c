@@ -83,13 +83,13 @@
 #define EXTENT_GROW_LOOK	8
 #define EXTENT_GROW_MS		200
 /*
- * One batch: the scan pages the worker reads from the ring between two
- * drops.  The ring is read in batches, so that a backlog (the worker woke
- * late, or a scan outran it) is dropped as it is read, not after all of
- * it: the scans' pages stay within the budget plus one batch, plus what
- * the ring still holds.  A large folio (up to 2 MiB) fits in one.
+ * One batch (PCE_EVICT_BATCH_BYTES): the scan pages the worker reads from
+ * the ring between two drops.  The ring is read in batches, so that a
+ * backlog (the worker woke late, or a scan outran it) is dropped as it is
+ * read, not after all of it: the scans' pages stay within the budget plus
+ * one batch, plus what the ring still holds.  A large folio (up to 2 MiB)
+ * fits in one.
  */
-#define EVICT_BATCH_BYTES	(2 * 1024 * 1024)
 /* how long an extent whose clean pages are still cached after a drop is retried */
 #define IN_USE_RETRY_MS		2000
 /* batches read and dropped in one call, before the worker's other work */
@@ -128,8 +128,7 @@ typedef struct Extent
 {
 	dlist_node	node;			/* in the arrival-order list of all extents */
 	dlist_node	file_node;		/* in its file's list, oldest first */
-	PceFileKey	file;
-	struct TrackedFile *tf;		/* its file's entry (freed with its last extent) */
+	struct TrackedFile *tf;		/* its file (tf->key), freed with its last extent */
 	uint64		start;			/* first page */
 	uint32		npages;
 	uint32		nkept;			/* pages promoted: never dropped */
@@ -252,7 +251,11 @@ forget_extent(Extent *ext)
 {
 	dlist_delete(&ext->file_node);
 	if (dlist_is_empty(&ext->tf->extents))
-		hash_search(tracked_files, &ext->file, HASH_REMOVE, NULL);
+	{
+		PceFileKey	key = ext->tf->key;	/* the entry goes with it */
+
+		hash_search(tracked_files, &key, HASH_REMOVE, NULL);
+	}
 	dlist_delete(&ext->node);
 	if (ext->is_waiting)
 	{
@@ -365,9 +368,9 @@ round_file(const Extent *ext)
 	int			fd;
 
 	for (int i = 0; i < n_round_files; i++)
-		if (same_file(&round_files[i].key, &ext->file))
+		if (same_file(&round_files[i].key, &ext->tf->key))
 			return &round_files[i];
-	fd = pce_file_index_open(&ext->file);
+	fd = pce_file_index_open(&ext->tf->key);
 	if (fd < 0)
 		return NULL;
 	if (n_round_files < ROUND_FILES_MAX)
@@ -378,7 +381,7 @@ round_file(const Extent *ext)
 		next_round_file = (next_round_file + 1) % ROUND_FILES_MAX;
 		close(rf->fd);
 	}
-	rf->key = ext->file;
+	rf->key = ext->tf->key;
 	rf->fd = fd;
 	rf->on_overlay = pce_on_overlay(fd);
 	return rf;
@@ -672,7 +675,6 @@ record_folio(const struct pce_folio_event *ev)
 		return;
 	}
 	ext = MemoryContextAllocZero(evictor_cxt, sizeof(Extent));
-	ext->file = key;
 	ext->tf = tf;
 	ext->start = ev->index;
 	ext->npages = ev->nr_pages;
@@ -760,7 +762,7 @@ handle_event(void *ctx, void *data, size_t size)
 	 * fast as this loop would keep it reading, never dropping.  So stop
 	 * after one batch (this record is consumed), and drop before reading on.
 	 */
-	return batch_pages * page_size >= EVICT_BATCH_BYTES ? BATCH_FULL : 0;
+	return batch_pages * page_size >= PCE_EVICT_BATCH_BYTES ? BATCH_FULL : 0;
 }
 
 /* ---- interface for the worker ---- */
@@ -848,14 +850,15 @@ pce_evictor_run(const PceSettings *settings)
 	{
 		if (ring_buffer__consume(ring) != BATCH_FULL)
 			break;
-		drop_over_budget(settings, false);
+		if (batch + 1 < MAX_BATCHES)	/* the last one's is enforce's */
+			drop_over_budget(settings, false);
 		CHECK_FOR_INTERRUPTS();
 	}
 	note_lag(pass_tracked_pages);
 	/* the last batch's drop, with the positions just read */
 	pce_evictor_enforce(settings);
 	/* less than a batch came: the worker has time to look at the directories */
-	if (pass_tracked_pages * page_size < EVICT_BATCH_BYTES)
+	if (pass_tracked_pages * page_size < PCE_EVICT_BATCH_BYTES)
 		pce_file_index_keep_current();
 }
 
@@ -910,7 +913,7 @@ read_next(const Extent *ext, PceScanPagesUse use, TimestampTz now)
 		return false;
 	return use == PCE_PAGES_READ_NEXT ||
 		pce_sibling_reads_soon(extent_relation(ext), ext->start, ext->npages,
-							   pce_read_ahead_reach_pages(&ext->file, page_size));
+							   pce_read_ahead_reach_pages(&ext->tf->key, page_size));
 }
 
 /*
