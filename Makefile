@@ -17,6 +17,7 @@ OBJS = \
 	src/classify.o \
 	src/worker.o \
 	src/evictor.o \
+	src/shared_buffers.o \
 	src/file_index.o \
 	src/functions.o \
 	src/cachestat.o \

@@ -15,6 +15,7 @@
 #include "common/relpath.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/buf_internals.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
@@ -58,6 +59,22 @@
 		pfree(pce_path_); \
 	} while (0)
 #endif
+
+/* 16 made BufferTag's relation a RelFileLocator, set by InitBufferTag() */
+static inline void
+pce_init_buffer_tag(BufferTag *tag, Oid spc, Oid db, Oid relnumber, ForkNumber fork,
+					BlockNumber block)
+{
+#if PG_VERSION_NUM >= 160000
+	RelFileLocator rlocator = {.spcOid = spc,.dbOid = db,.relNumber = relnumber};
+
+	InitBufferTag(tag, &rlocator, fork, block);
+#else
+	RelFileNode rnode = {.spcNode = spc,.dbNode = db,.relNode = relnumber};
+
+	INIT_BUFFERTAG(*tag, rnode, fork, block);
+#endif
+}
 
 /* 17 dropped PGPROC.pgprocno */
 #if PG_VERSION_NUM >= 170000

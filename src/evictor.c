@@ -172,6 +172,15 @@ static dlist_head waiting = DLIST_STATIC_INIT(waiting);
 static uint64 tracked_pages = 0;	/* pages in extents, less the kept ones */
 static uint64 waiting_pages = 0;	/* cached unkept pages of the waiting extents */
 static uint64 dirty_waiting_pages = 0;	/* of them, of extents waiting for a writeback */
+/*
+ * Waiting pages up to which a drop leaves the pages of blocks dirty in
+ * shared_buffers (page_left): half of the budget, set by each drop over it.
+ * A page is left with the whole large folio it is in (fadvise drops whole
+ * folios only), 128 kB with 128 kB read-ahead: beside four scans of a
+ * table whose hint bits they set, 10-13 MB of such blocks left 130-160 MB
+ * cached, over the 128 MB budget (bench/siblings.sh).
+ */
+static uint64 leave_for_writes_below = 0;
 static uint64 tracked_extents = 0;
 static uint64 waiting_extents = 0;	/* of them, in the waiting list */
 static long page_size = 4096;
@@ -308,24 +317,49 @@ start_waiting(Extent *ext, uint64 cached_pages)
 	waiting_extents++;
 }
 
-/* fadvise(DONTNEED) the pages of ext that were not promoted; false on error */
+/*
+ * Pages of ext a drop leaves: promoted ones, and those of a block dirty in
+ * shared_buffers, which PostgreSQL writes into the page soon
+ * (shared_buffers.c: written into a dropped page, the write can stall),
+ * while the pages waiting for a write or a writeback are within
+ * leave_for_writes_below.
+ */
 static bool
-drop_unkept_pages(int fd, const Extent *ext)
+page_left(const Extent *ext, uint32 page, bool *left_for_write)
+{
+	if (page_kept(ext, page))
+		return true;
+	if (dirty_waiting_pages < leave_for_writes_below &&
+		pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page, page_size))
+	{
+		*left_for_write = true;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * fadvise(DONTNEED) the pages of ext a drop does not leave (page_left);
+ * false on error.  *left_for_write: some were left for PostgreSQL's write.
+ */
+static bool
+drop_unkept_pages(int fd, Extent *ext, bool *left_for_write)
 {
 	bool		ok = true;
 	uint32		page = 0;
 
+	*left_for_write = false;
 	while (page < ext->npages)
 	{
 		uint32		run_start;
 
-		if (page_kept(ext, page))
+		if (page_left(ext, page, left_for_write))
 		{
 			page++;
 			continue;
 		}
 		run_start = page;
-		while (page < ext->npages && !page_kept(ext, page))
+		while (page < ext->npages && !page_left(ext, page, left_for_write))
 			page++;
 		ok &= posix_fadvise(fd, (off_t) (ext->start + run_start) * page_size,
 							(off_t) (page - run_start) * page_size,
@@ -465,7 +499,8 @@ typedef enum DropResult
  * Drop the pages of ext that were not promoted, and forget it.  Pages the
  * kernel skipped because they were dirty (a scan's hint bits, written back
  * by PostgreSQL) are under writeback now, which fadvise started: ext then
- * waits for it (see check_waiting).  Clean pages still cached are being
+ * waits for it (see check_waiting); so does an extent whose blocks are
+ * dirty in shared_buffers, whose pages the drop left (page_left).  Clean pages still cached are being
  * read in or copied out right now: ext waits apart too, for a retry
  * (still_in_use).
  */
@@ -477,6 +512,7 @@ drop_extent(Extent *ext)
 				after;
 	bool		measured;
 	bool		ok;
+	bool		left_for_write;
 	DropResult	result = DROP_DONE;
 
 	if (rf == NULL)
@@ -486,13 +522,17 @@ drop_extent(Extent *ext)
 		return DROP_DONE;
 	}
 	measured = extent_cache(rf, ext, &before);
-	ok = drop_unkept_pages(rf->fd, ext);
+	ok = drop_unkept_pages(rf->fd, ext, &left_for_write);
 	measured &= extent_cache(rf, ext, &after);
 	count_dropped(ext, measured, &before, &after);
 	if (ok && measured && after.cached > ext->nkept)
 	{
-		/* without a dirty count (mincore), any page left may be dirty */
-		ext->for_writeback = !after.counts_dirty || after.dirty + after.writeback > 0;
+		/*
+		 * without a dirty count (mincore), any page left may be dirty; pages
+		 * left for PostgreSQL's write wait for it as for a writeback
+		 */
+		ext->for_writeback = !after.counts_dirty || after.dirty + after.writeback > 0 ||
+			left_for_write;
 		if (ext->for_writeback || still_in_use(ext))
 			result = DROP_WAITING;
 	}
@@ -1067,6 +1107,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	dlist_mutable_iter iter;
 
 	keeping.target_pages = drop_target(budget_pages);
+	leave_for_writes_below = budget_pages / 2;
 	/* pages waiting for their writeback are still the scans' pages */
 	keeping.kept_pages = dirty_waiting_pages;
 	keeping.keep_below = 0;

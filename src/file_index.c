@@ -75,6 +75,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "catalog/pg_tablespace_d.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
@@ -698,6 +699,24 @@ pce_file_index_open(const PceFileKey *key)
 }
 
 /*
+ * The tablespace and database of a database directory, from its path:
+ * global, base/<db> or pg_tblspc/<spc>/<version>/<db>.
+ */
+static void
+dir_oids(const IndexedDir *dir, Oid *spcoid, Oid *dboid)
+{
+	const char *last = strrchr(dir->relpath, '/');
+
+	*dboid = last ? (Oid) strtoul(last + 1, NULL, 10) : InvalidOid;
+	if (strncmp(dir->relpath, "pg_tblspc/", 10) == 0)
+		*spcoid = (Oid) strtoul(dir->relpath + 10, NULL, 10);
+	else if (strcmp(dir->relpath, "global") == 0)
+		*spcoid = GLOBALTABLESPACE_OID;
+	else
+		*spcoid = DEFAULTTABLESPACE_OID;
+}
+
+/*
  * Which relation fork and segment is the file of key (sibling.c compares
  * scan positions by it)?  False if key is not in the index; the caller
  * knows whether it is a relation file (the index also names the other
@@ -714,6 +733,7 @@ pce_file_index_relation(const PceFileKey *key, PceRelationFile *rf)
 	if (!f)
 		return false;
 	rf->dir = f->dir;
+	dir_oids(f->dir, &rf->spcoid, &rf->dboid);
 	rf->relfilenode = (uint32) strtoul(f->name, &end, 10);
 	rf->fork = *end == '_' ? end[1] : 'm';	/* 'f'sm, 'v'm, 'i'nit, 'm'ain */
 	p = strchr(f->name, '.');

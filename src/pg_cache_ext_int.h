@@ -25,6 +25,8 @@
  *					reader of the same relation has passed them
  *	read_ahead.c	the disks' read-ahead, which the evictor leaves to the
  *					readers
+ *	shared_buffers.c	scan pages dirty in shared_buffers, which the evictor
+ *					leaves cached until PostgreSQL wrote them back
  *
  *-------------------------------------------------------------------------
  */
@@ -261,6 +263,8 @@ extern int	pce_file_index_open(const PceFileKey *key);
 typedef struct PceRelationFile
 {
 	const void *dir;			/* its database directory (identity only) */
+	Oid			spcoid;			/* that directory's tablespace and database */
+	Oid			dboid;
 	uint32		relfilenode;
 	char		fork;			/* 'm'ain, 'f'sm, 'v'm, 'i'nit */
 	uint32		segno;			/* segment: .1, .2, ... (0 for the first) */
@@ -286,6 +290,10 @@ extern PceScanPagesUse pce_sibling_use(const PceRelationFile *file, uint64 start
 extern int	pce_sibling_readers(void);
 extern bool pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, uint32 npages,
 								   uint64 reach_pages);
+
+/* shared_buffers.c: pages PostgreSQL has yet to write back */
+extern bool pce_page_dirty_in_shared_buffers(const PceRelationFile *file, uint64 page,
+											 long page_size);
 
 /* read_ahead.c: how far ahead of a sequential reader the kernel reads */
 extern uint64 pce_read_ahead_reach_pages(const PceFileKey *file, long page_size);

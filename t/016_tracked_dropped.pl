@@ -91,7 +91,7 @@ for my $attempt (1 .. 3)
 	$node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; SELECT count(*) FROM sorted');
 	my $drops = caches_dropped();
 	usleep(300_000);
-	%before = map { $_ => stat_value($node, $_) } qw(bytes_dropped extents_dropped files_not_found records_read bytes_tracked);
+	%before = map { $_ => stat_value($node, $_) } qw(bytes_dropped extents_dropped files_not_found records_read bytes_tracked bytes_waiting);
 	$log_offset = -s $node->logfile;
 	$sum = $node->safe_psql('postgres', q{
 		SET work_mem = '64kB'; SET pg_cache_ext.scan = on;
@@ -112,7 +112,10 @@ ok(wait_until(sub { stat_value($node, 'records_read') > $before{records_read} },
 note('after the sort: ' . stats_line());
 is(stat_value($node, 'bytes_dropped') - $before{bytes_dropped}, 0, 'no temporary file page was dropped');
 is(stat_value($node, 'extents_dropped') - $before{extents_dropped}, 0, 'no temporary file extent was dropped');
-cmp_ok(stat_value($node, 'bytes_tracked'), '<=', $before{bytes_tracked},
+# (tracked and waiting together: an extent of the loaded table whose blocks
+# are still dirty in shared_buffers goes from one to the other, evictor.c)
+cmp_ok(stat_value($node, 'bytes_tracked') + stat_value($node, 'bytes_waiting'), '<=',
+	$before{bytes_tracked} + $before{bytes_waiting},
 	'no temporary file page is tracked (the scan\'s pages within the budget may be)');
 cmp_ok(stat_value($node, 'files_not_found') - $before{files_not_found}, '>=', 1,
 	'the temporary files are counted as not tracked');

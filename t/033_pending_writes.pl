@@ -1,0 +1,85 @@
+# 033_pending_writes.pl
+#	Scan pages whose blocks are dirty in shared_buffers stay cached until
+#	PostgreSQL wrote them (src/shared_buffers.c): a scan that sets hint
+#	bits leaves dirty buffers that another process writes later, and a
+#	write into a dropped page can stall on a read of the rest of the block.
+#	- A marked count(*) of a small table that fits in shared_buffers sets
+#	  its hint bits: every block is dirty there, and its pages are tracked.
+#	- A marked scan of a larger table then pushes the scans' pages over the
+#	  budget: the small table's pages, the oldest, are what a drop takes
+#	  first.  They must stay cached while their buffers are dirty.
+#	- After a CHECKPOINT wrote those buffers, the next drops take them.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use PceTest;
+
+my $budget_mb = 8;
+
+my ($node, $s) = stock_node('pending_writes',
+	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
+	'pg_cache_ext.scan_max_age' => 0,
+	'shared_buffers' => '32MB',
+	'bgwriter_lru_maxpages' => 0,	# nobody writes the dirty buffers but the checkpoint
+	'checkpoint_timeout' => '1h',
+	'autovacuum' => 'off',
+	'max_parallel_workers_per_gather' => 0);
+
+sub cached_mb { return relation_cached_mb($node, @_); }
+
+# small: 4 MB, no hint bits set yet (fits in shared_buffers without a ring:
+# the scan's buffers stay there, dirty); large: 48 MB, frozen and clean
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE EXTENSION pg_buffercache;
+	CREATE TABLE small AS SELECT g, repeat('s', 200) AS pad FROM generate_series(1, 15000) g;
+	CREATE TABLE large AS SELECT g, repeat('l', 200) AS pad FROM generate_series(1, 180000) g;
+	VACUUM (FREEZE) large;
+	CHECKPOINT;
+});
+# nothing of either table in shared_buffers or the page cache
+$node->restart;
+root('drop-caches');
+
+my $small_mb = $node->safe_psql('postgres',
+	"SELECT round(pg_relation_size('small') / 1048576.0, 1)");
+cmp_ok($small_mb, '>=', 3, "the small table is $small_mb MB");
+
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM small');
+my $dirty_buffers = $node->safe_psql('postgres', q{
+	SELECT count(*) FROM pg_buffercache
+	 WHERE relfilenode = pg_relation_filenode('small') AND isdirty});
+my $blocks = $node->safe_psql('postgres', "SELECT pg_relation_size('small') / 8192");
+cmp_ok($dirty_buffers, '>=', $blocks * 0.9,
+	"the marked count(*) left the small table's blocks dirty in shared_buffers ($dirty_buffers of $blocks)");
+
+# over the budget: the small table's pages are the oldest tracked ones
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM large');
+usleep(1_500_000);	# the worker's rounds
+my $large_cached = cached_mb('large');
+cmp_ok($large_cached, '<=', $budget_mb + 2,
+	"the evictor kept the large table within the budget ($large_cached MB)");
+my $small_cached = cached_mb('small');
+cmp_ok($small_cached, '>=', $small_mb * 0.9,
+	"pages whose blocks are dirty in shared_buffers stay cached ($small_cached of $small_mb MB)");
+note('after the large scan: ' . $node->safe_psql('postgres',
+	"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
+	  . "WHERE name ~ 'tracked|dropped|waiting'"));
+
+# written by the checkpoint: the next drops take them
+$node->safe_psql('postgres', 'CHECKPOINT');
+my $deadline = time + 15;
+do
+{
+	$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM large');
+	usleep(500_000);
+	$small_cached = cached_mb('small');
+} while ($small_cached > 0.5 && time < $deadline);
+cmp_ok($small_cached, '<=', 0.5,
+	"once written back, the small table's pages are dropped ($small_cached MB left)");
+
+$node->stop;
+done_testing();
