@@ -140,6 +140,7 @@ typedef struct Extent
 	bool		counted_dirty;	/* cached_unkept is in dirty_waiting_pages */
 	TimestampTz waiting_since;	/* when a drop first met its dirty or in-use pages */
 	bool		for_writeback;	/* waits for dirty pages (else: for in-use ones) */
+	bool		for_write;		/* ... or for PostgreSQL to write some (page_left) */
 	TimestampTz kicked_at;		/* when we last started their writeback */
 	TimestampTz checked_at;		/* while waiting: when last looked at */
 	uint64		read_next_pass;	/* the drop that counted it as read next */
@@ -174,7 +175,7 @@ static uint64 waiting_pages = 0;	/* cached unkept pages of the waiting extents *
 static uint64 dirty_waiting_pages = 0;	/* of them, of extents waiting for a writeback */
 /*
  * Waiting pages up to which a drop leaves the pages of blocks dirty in
- * shared_buffers (page_left): half of the budget, set by each drop over it.
+ * shared_buffers (page_left): half of the budget, set by drop_over_budget.
  * A page is left with the whole large folio it is in (fadvise drops whole
  * folios only), 128 kB with 128 kB read-ahead: beside four scans of a
  * table whose hint bits they set, 10-13 MB of such blocks left 130-160 MB
@@ -318,19 +319,20 @@ start_waiting(Extent *ext, uint64 cached_pages)
 }
 
 /*
- * Pages of ext a drop leaves: promoted ones, and those of a block dirty in
- * shared_buffers, which PostgreSQL writes into the page soon
- * (shared_buffers.c: written into a dropped page, the write can stall),
- * while the pages waiting for a write or a writeback are within
- * leave_for_writes_below.
+ * Pages of ext a drop leaves: promoted ones, and, if leave_for_writes,
+ * those of a block dirty in shared_buffers, which PostgreSQL writes into
+ * the page soon (shared_buffers.c: written into a dropped page, the write
+ * can stall), while the pages waiting for a write or a writeback are
+ * within leave_for_writes_below.
  */
 static bool
-page_left(const Extent *ext, uint32 page, bool *left_for_write)
+page_left(const Extent *ext, uint32 page, bool leave_for_writes, bool *left_for_write)
 {
 	if (page_kept(ext, page))
 		return true;
-	if (dirty_waiting_pages < leave_for_writes_below &&
-		pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page, page_size))
+	if (leave_for_writes && dirty_waiting_pages < leave_for_writes_below &&
+		pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page,
+										 page_size))
 	{
 		*left_for_write = true;
 		return true;
@@ -343,7 +345,7 @@ page_left(const Extent *ext, uint32 page, bool *left_for_write)
  * false on error.  *left_for_write: some were left for PostgreSQL's write.
  */
 static bool
-drop_unkept_pages(int fd, Extent *ext, bool *left_for_write)
+drop_unkept_pages(int fd, Extent *ext, bool leave_for_writes, bool *left_for_write)
 {
 	bool		ok = true;
 	uint32		page = 0;
@@ -353,19 +355,34 @@ drop_unkept_pages(int fd, Extent *ext, bool *left_for_write)
 	{
 		uint32		run_start;
 
-		if (page_left(ext, page, left_for_write))
+		if (page_left(ext, page, leave_for_writes, left_for_write))
 		{
 			page++;
 			continue;
 		}
 		run_start = page;
-		while (page < ext->npages && !page_left(ext, page, left_for_write))
+		while (page < ext->npages && !page_left(ext, page, leave_for_writes, left_for_write))
 			page++;
 		ok &= posix_fadvise(fd, (off_t) (ext->start + run_start) * page_size,
 							(off_t) (page - run_start) * page_size,
 							POSIX_FADV_DONTNEED) == 0;
 	}
 	return ok;
+}
+
+/*
+ * Are blocks of ext's pages (not promoted) still dirty in shared_buffers?
+ * Then PostgreSQL has yet to write what a drop left for it.
+ */
+static bool
+still_dirty_in_shared_buffers(const Extent *ext)
+{
+	for (uint32 page = 0; page < ext->npages; page++)
+		if (!page_kept(ext, page) &&
+			pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page,
+											 page_size))
+			return true;
+	return false;
 }
 
 /*
@@ -505,7 +522,7 @@ typedef enum DropResult
  * (still_in_use).
  */
 static DropResult
-drop_extent(Extent *ext)
+drop_extent(Extent *ext, bool leave_for_writes)
 {
 	const RoundFile *rf = round_file(ext);
 	PceCacheStat before,
@@ -522,14 +539,16 @@ drop_extent(Extent *ext)
 		return DROP_DONE;
 	}
 	measured = extent_cache(rf, ext, &before);
-	ok = drop_unkept_pages(rf->fd, ext, &left_for_write);
+	ok = drop_unkept_pages(rf->fd, ext, leave_for_writes, &left_for_write);
+	ext->for_write = left_for_write;
 	measured &= extent_cache(rf, ext, &after);
 	count_dropped(ext, measured, &before, &after);
 	if (ok && measured && after.cached > ext->nkept)
 	{
 		/*
 		 * without a dirty count (mincore), any page left may be dirty; pages
-		 * left for PostgreSQL's write wait for it as for a writeback
+		 * left for PostgreSQL's write count as dirty ones while they wait
+		 * (check_waiting_extent)
 		 */
 		ext->for_writeback = !after.counts_dirty || after.dirty + after.writeback > 0 ||
 			left_for_write;
@@ -576,9 +595,12 @@ wait_without_dirty_count(Extent *ext, uint64 cached_pages, TimestampTz now)
  * them reads those pages next); its count is its pages, though some may
  * have left already, so the budget errs on the side of dropping.  An
  * extent waiting on in-use pages is dropped again (still_in_use).  Start
- * the writeback again if its pages were dirtied again meanwhile.  After
- * WAITING_MAX_MS its pages are left to the kernel.  Returns whether it
- * still waits.
+ * the writeback again if its pages were dirtied again meanwhile.  Pages a
+ * drop left for PostgreSQL's write (page_left) wait while their blocks are
+ * dirty in shared_buffers.  After WAITING_MAX_MS its pages are left to the
+ * kernel, but for those left for a write: they are dropped then (a block
+ * that only hint bits dirtied may wait for the next checkpoint).  Returns
+ * whether it still waits.
  */
 static bool
 check_waiting_extent(Extent *ext, TimestampTz now)
@@ -588,6 +610,9 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 
 	if (TimestampDifferenceExceeds(ext->waiting_since, now, WAITING_MAX_MS))
 	{
+		/* what was left for PostgreSQL's write goes now (not left again) */
+		if (ext->for_write && drop_extent(ext, false) == DROP_DONE)
+			return false;
 		forget_extent(ext);
 		return false;
 	}
@@ -596,6 +621,11 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 	{
 		forget_extent(ext);		/* gone with its file */
 		return false;
+	}
+	if (ext->for_write && still_dirty_in_shared_buffers(ext))
+	{
+		set_cached_unkept(ext, cs.cached);
+		return true;			/* PostgreSQL has yet to write them */
 	}
 	if (cs.writeback == 0 && cs.dirty > 0 &&
 		TimestampDifferenceExceeds(ext->kicked_at, now, WAITING_KICK_MS))
@@ -610,7 +640,7 @@ check_waiting_extent(Extent *ext, TimestampTz now)
 	if (cs.dirty + cs.writeback > 0)
 		return true;
 	if (!ext->for_writeback || cs.cached <= ext->nkept)
-		return drop_extent(ext) == DROP_WAITING;	/* in use: tried again */
+		return drop_extent(ext, true) == DROP_WAITING;	/* in use: tried again */
 	stop_waiting(ext);
 	return false;
 }
@@ -1139,7 +1169,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 			oldest->in_use_since = 0;	/* a later drop gets its own retries */
 			continue;
 		}
-		(void) drop_extent(oldest);
+		(void) drop_extent(oldest, true);
 	}
 }
 

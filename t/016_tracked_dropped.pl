@@ -112,10 +112,11 @@ ok(wait_until(sub { stat_value($node, 'records_read') > $before{records_read} },
 note('after the sort: ' . stats_line());
 is(stat_value($node, 'bytes_dropped') - $before{bytes_dropped}, 0, 'no temporary file page was dropped');
 is(stat_value($node, 'extents_dropped') - $before{extents_dropped}, 0, 'no temporary file extent was dropped');
-# (tracked and waiting together: an extent of the loaded table whose blocks
-# are still dirty in shared_buffers goes from one to the other, evictor.c)
+# (tracked and waiting together, with 256 kB to spare: an extent of the
+# loaded table left for PostgreSQL's write waits, and is tracked again once
+# written; tracked it counts all its pages, waiting only those cached)
 cmp_ok(stat_value($node, 'bytes_tracked') + stat_value($node, 'bytes_waiting'), '<=',
-	$before{bytes_tracked} + $before{bytes_waiting},
+	$before{bytes_tracked} + $before{bytes_waiting} + 256 * 1024,
 	'no temporary file page is tracked (the scan\'s pages within the budget may be)');
 cmp_ok(stat_value($node, 'files_not_found') - $before{files_not_found}, '>=', 1,
 	'the temporary files are counted as not tracked');

@@ -7,7 +7,8 @@
 #	  its hint bits: every block is dirty there, and its pages are tracked.
 #	- A marked scan of a larger table then pushes the scans' pages over the
 #	  budget: the small table's pages, the oldest, are what a drop takes
-#	  first.  They must stay cached while their buffers are dirty.
+#	  first.  They must stay cached while their buffers are dirty, waiting
+#	  (bytes_waiting), not dropped and tracked again in turn.
 #	- After a CHECKPOINT wrote those buffers, the next drops take them.
 use strict;
 use warnings;
@@ -17,7 +18,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 use PceTest;
 
-my $budget_mb = 8;
+my $budget_mb = 16;
 
 my ($node, $s) = stock_node('pending_writes',
 	'pg_cache_ext.scan_budget' => "'${budget_mb}MB'",
@@ -30,8 +31,9 @@ my ($node, $s) = stock_node('pending_writes',
 
 sub cached_mb { return relation_cached_mb($node, @_); }
 
-# small: 4 MB, no hint bits set yet (fits in shared_buffers without a ring:
-# the scan's buffers stay there, dirty); large: 48 MB, frozen and clean
+# small: 3.5 MB, no hint bits set yet (fits in shared_buffers without a ring:
+# the scan's buffers stay there, dirty), within half the budget (what a drop
+# leaves for PostgreSQL's writes); large: 48 MB, frozen and clean
 $node->safe_psql('postgres', q{
 	SET pg_cache_ext.scan = off;
 	CREATE EXTENSION pg_buffercache;
@@ -47,6 +49,7 @@ root('drop-caches');
 my $small_mb = $node->safe_psql('postgres',
 	"SELECT round(pg_relation_size('small') / 1048576.0, 1)");
 cmp_ok($small_mb, '>=', 3, "the small table is $small_mb MB");
+cmp_ok($small_mb, '<', $budget_mb / 2, 'and within half the budget');
 
 $node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM small');
 my $dirty_buffers = $node->safe_psql('postgres', q{
@@ -65,6 +68,9 @@ cmp_ok($large_cached, '<=', $budget_mb + 2,
 my $small_cached = cached_mb('small');
 cmp_ok($small_cached, '>=', $small_mb * 0.9,
 	"pages whose blocks are dirty in shared_buffers stay cached ($small_cached of $small_mb MB)");
+my $waiting_mb = stat_value($node, 'bytes_waiting') / 1048576;
+cmp_ok($waiting_mb, '>=', $small_mb * 0.9,
+	sprintf('they wait for PostgreSQL\'s write (%.1f MB waiting)', $waiting_mb));
 note('after the large scan: ' . $node->safe_psql('postgres',
 	"SELECT string_agg(name || '=' || value, ' ') FROM cache_ext_stats() "
 	  . "WHERE name ~ 'tracked|dropped|waiting'"));
