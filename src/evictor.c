@@ -318,6 +318,14 @@ start_waiting(Extent *ext, uint64 cached_pages)
 	waiting_extents++;
 }
 
+/* Is page of ext (not promoted) of a block dirty in shared_buffers? */
+static bool
+page_for_write(const Extent *ext, uint32 page)
+{
+	return !page_kept(ext, page) &&
+		pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page, page_size);
+}
+
 /*
  * Pages of ext a drop leaves: promoted ones, and, if leave_for_writes,
  * those of a block dirty in shared_buffers, which PostgreSQL writes into
@@ -331,8 +339,7 @@ page_left(const Extent *ext, uint32 page, bool leave_for_writes, bool *left_for_
 	if (page_kept(ext, page))
 		return true;
 	if (leave_for_writes && dirty_waiting_pages < leave_for_writes_below &&
-		pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page,
-										 page_size))
+		page_for_write(ext, page))
 	{
 		*left_for_write = true;
 		return true;
@@ -366,21 +373,17 @@ drop_unkept_pages(int fd, Extent *ext, bool leave_for_writes, bool *left_for_wri
 		ok &= posix_fadvise(fd, (off_t) (ext->start + run_start) * page_size,
 							(off_t) (page - run_start) * page_size,
 							POSIX_FADV_DONTNEED) == 0;
+		page++;					/* the page that ended the run is left (or the end) */
 	}
 	return ok;
 }
 
-/*
- * Are blocks of ext's pages (not promoted) still dirty in shared_buffers?
- * Then PostgreSQL has yet to write what a drop left for it.
- */
+/* Has PostgreSQL yet to write some of what a drop left of ext for it? */
 static bool
 still_dirty_in_shared_buffers(const Extent *ext)
 {
 	for (uint32 page = 0; page < ext->npages; page++)
-		if (!page_kept(ext, page) &&
-			pce_page_dirty_in_shared_buffers(extent_relation(ext), ext->start + page,
-											 page_size))
+		if (page_for_write(ext, page))
 			return true;
 	return false;
 }
@@ -517,9 +520,9 @@ typedef enum DropResult
  * kernel skipped because they were dirty (a scan's hint bits, written back
  * by PostgreSQL) are under writeback now, which fadvise started: ext then
  * waits for it (see check_waiting); so does an extent whose blocks are
- * dirty in shared_buffers, whose pages the drop left (page_left).  Clean pages still cached are being
- * read in or copied out right now: ext waits apart too, for a retry
- * (still_in_use).
+ * dirty in shared_buffers, whose pages the drop left (page_left).  Clean
+ * pages still cached are being read in or copied out right now: ext waits
+ * apart too, for a retry (still_in_use).
  */
 static DropResult
 drop_extent(Extent *ext, bool leave_for_writes)

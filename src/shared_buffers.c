@@ -16,9 +16,11 @@
  * other OLTP backend queued on the lock behind it (bench/siblings.sh,
  * perf's sched_switch and block_bio_queue of the OLTP backends).  Left
  * cached and up to date, the page takes the write as a copy.  So the
- * evictor (evictor.c, drop_unkept_pages) leaves such pages, and drops them
- * once PostgreSQL wrote them and the kernel wrote them back.  At most
- * shared_buffers of them are left at a time.
+ * evictor (evictor.c, page_left) leaves such pages, and drops them once
+ * PostgreSQL wrote them and the kernel wrote them back, or after 60 s of
+ * waiting.  A page is left with the whole large folio it is in (fadvise
+ * drops whole folios only), so they are left only while the pages waiting
+ * are within half of the budget, which counts them.
  *
  * The look-up is the buffer manager's own: the buffer mapping table under
  * its partition lock, shared, and the buffer's state word read while the
