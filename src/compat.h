@@ -15,7 +15,6 @@
 #include "common/relpath.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/buf_internals.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
@@ -60,21 +59,36 @@
 	} while (0)
 #endif
 
-/* 16 made BufferTag's relation a RelFileLocator, set by InitBufferTag() */
+/* 16 renamed RelFileNode, a relation file's tablespace, database and number */
+#if PG_VERSION_NUM >= 160000
+#include "storage/relfilelocator.h"
+typedef RelFileLocator PceRelFileLocator;
+#define pce_rel_file_locator(spc, db, relnumber) \
+	((RelFileLocator) {.spcOid = (spc),.dbOid = (db),.relNumber = (relnumber)})
+#else
+#include "storage/relfilenode.h"
+typedef RelFileNode PceRelFileLocator;
+#define pce_rel_file_locator(spc, db, relnumber) \
+	((RelFileNode) {.spcNode = (spc),.dbNode = (db),.relNode = (relnumber)})
+#endif
+
+/*
+ * 16 made BufferTag's relation a RelFileLocator, set by InitBufferTag().
+ * Only for the files that include storage/buf_internals.h (the buffer
+ * manager's internals) before this one.
+ */
+#ifdef BUFMGR_INTERNALS_H
 static inline void
-pce_init_buffer_tag(BufferTag *tag, Oid spc, Oid db, Oid relnumber, ForkNumber fork,
+pce_init_buffer_tag(BufferTag *tag, PceRelFileLocator rlocator, ForkNumber fork,
 					BlockNumber block)
 {
 #if PG_VERSION_NUM >= 160000
-	RelFileLocator rlocator = {.spcOid = spc,.dbOid = db,.relNumber = relnumber};
-
 	InitBufferTag(tag, &rlocator, fork, block);
 #else
-	RelFileNode rnode = {.spcNode = spc,.dbNode = db,.relNode = relnumber};
-
-	INIT_BUFFERTAG(*tag, rnode, fork, block);
+	INIT_BUFFERTAG(*tag, rlocator, fork, block);
 #endif
 }
+#endif							/* BUFMGR_INTERNALS_H */
 
 /* 17 dropped PGPROC.pgprocno */
 #if PG_VERSION_NUM >= 170000

@@ -331,15 +331,25 @@ page_for_write(const Extent *ext, uint32 page)
  * those of a block dirty in shared_buffers, which PostgreSQL writes into
  * the page soon (shared_buffers.c: written into a dropped page, the write
  * can stall), while the pages waiting for a write or a writeback are
- * within leave_for_writes_below.
+ * within leave_for_writes_below.  Beyond that, such blocks are written
+ * now, into the cached page, and the drop waits for its writeback: with
+ * the disk's 8 MB read-ahead a page is left with its 2 MB folio, and
+ * after a bulk UPDATE every folio of the first scan holds blocks that
+ * scan pruned.
  */
 static bool
 page_left(const Extent *ext, uint32 page, bool leave_for_writes, bool *left_for_write)
 {
 	if (page_kept(ext, page))
 		return true;
-	if (leave_for_writes && dirty_waiting_pages < leave_for_writes_below &&
-		page_for_write(ext, page))
+	if (!leave_for_writes)
+		return false;
+	if (dirty_waiting_pages >= leave_for_writes_below)
+	{
+		pce_write_dirty_blocks(extent_relation(ext), ext->start + page, page_size);
+		return false;
+	}
+	if (page_for_write(ext, page))
 	{
 		*left_for_write = true;
 		return true;

@@ -294,6 +294,9 @@ extern bool pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, ui
 /* shared_buffers.c: pages PostgreSQL has yet to write back */
 extern bool pce_page_dirty_in_shared_buffers(const PceRelationFile *file, uint64 page,
 											 long page_size);
+extern void pce_write_dirty_blocks(const PceRelationFile *file, uint64 page,
+								   long page_size);
+extern void pce_close_written_files(void);
 
 /* read_ahead.c: how far ahead of a sequential reader the kernel reads */
 extern uint64 pce_read_ahead_reach_pages(const PceFileKey *file, long page_size);

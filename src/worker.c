@@ -31,6 +31,7 @@
 #include "utils/backend_progress.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -194,6 +195,8 @@ pce_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	/* the evictor pins the buffers it writes (pce_write_dirty_blocks) */
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pg_cache_ext worker");
 
 	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
 	pce_shared->worker_pid = MyProcPid;
@@ -241,6 +244,7 @@ pce_worker_main(Datum arg)
 			pce_remove_stale_marks(true);
 			mark_background_processes();
 			pce_aio_register_workers();
+			pce_close_written_files();
 			last_housekeeping = now;
 		}
 

@@ -10,6 +10,10 @@
 #	  first.  They must stay cached while their buffers are dirty, waiting
 #	  (bytes_waiting), not dropped and tracked again in turn.
 #	- After a CHECKPOINT wrote those buffers, the next drops take them.
+#	- Pages are left only while the pages waiting are within half the
+#	  budget: with a budget of half the small table, the evictor writes the
+#	  blocks of the pages it cannot leave (as the bgwriter would), then
+#	  drops them once written back; no checkpoint, no bgwriter.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -38,6 +42,7 @@ $node->safe_psql('postgres', q{
 	SET pg_cache_ext.scan = off;
 	CREATE EXTENSION pg_buffercache;
 	CREATE TABLE small AS SELECT g, repeat('s', 200) AS pad FROM generate_series(1, 15000) g;
+	CREATE TABLE small2 AS SELECT g, repeat('s', 200) AS pad FROM generate_series(1, 15000) g;
 	CREATE TABLE large AS SELECT g, repeat('l', 200) AS pad FROM generate_series(1, 180000) g;
 	VACUUM (FREEZE) large;
 	CHECKPOINT;
@@ -87,5 +92,35 @@ do
 cmp_ok($small_cached, '<=', 0.5,
 	"once written back, the small table's pages are dropped ($small_cached MB left)");
 
+# Beyond the cap: a second small table, dirty in shared_buffers within the
+# budget; then a budget of 3 MB leaves 1.5 MB of it for PostgreSQL's writes
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM small2');
+my $dirty_before = dirty_buffers('small2');
+cmp_ok($dirty_before, '>=', $blocks * 0.9,
+	"a marked count(*) left the second small table's blocks dirty ($dirty_before of $blocks)");
+my $small_budget_mb = 3;
+$node->safe_psql('postgres', "ALTER SYSTEM SET pg_cache_ext.scan_budget = '${small_budget_mb}MB'");
+$node->reload;
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM large');
+$deadline = time + 15;
+my ($dirty_after, $small2_cached);
+do
+{
+	usleep(500_000);
+	$dirty_after = dirty_buffers('small2');
+	$small2_cached = cached_mb('small2');
+} while (($small2_cached > $small_budget_mb || $dirty_after > $dirty_before * 0.7) && time < $deadline);
+cmp_ok($dirty_after, '<=', $dirty_before * 0.7,
+	"beyond half the budget the evictor wrote the blocks it could not leave ($dirty_after of $dirty_before still dirty)");
+cmp_ok($small2_cached, '<=', $small_budget_mb,
+	"and dropped their pages once written back: within the budget ($small2_cached MB cached)");
+
 $node->stop;
 done_testing();
+
+sub dirty_buffers
+{
+	my ($rel) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_buffercache WHERE relfilenode = pg_relation_filenode('$rel') AND isdirty");
+}
