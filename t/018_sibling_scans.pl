@@ -213,8 +213,12 @@ follower_behind_leader('fresh', 0);
 
 # ---- write-back for a scan counts against it ----
 # A scan of a table smaller than a quarter of shared_buffers uses no ring:
-# the hint bits it sets leave its pages dirty in shared_buffers, and the
-# checkpointer writes them back, into pages the evictor had dropped.
+# the hint bits it sets leave its blocks dirty in shared_buffers (the
+# evictor writes them before it drops their pages, beyond half the budget:
+# shared_buffers.c).  An unmarked UPDATE of one row in twenty (most blocks)
+# then dirties them again in shared_buffers (a VACUUM would wait for the
+# cursor's pin), and the checkpointer writes them back, into pages the
+# evictor had dropped.
 # (the budget of the first tests less its room for read-ahead: the evictor
 # drops most of the table before the checkpoint)
 my $writeback_budget_mb = 16;
@@ -240,6 +244,9 @@ my $for_scan = stat_value($node, 'folios_added_for_scan');
 $node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM loaded');
 worker_settled($node, $writeback_budget_mb, 20, $before);
 note(sprintf('after the scan: %.1f MB cached; %s', cached_mb('loaded'), stats_line()));
+$node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; UPDATE loaded SET g = g WHERE g % 20 = 0');
+# (the UPDATE's new pages at the table's end are counted for the scan too)
+$for_scan = stat_value($node, 'folios_added_for_scan');
 my $other = stat_value($node, 'folios_added_other');
 $node->safe_psql('postgres', 'CHECKPOINT');
 my $for_scan_folios = stat_value($node, 'folios_added_for_scan') - $for_scan;
@@ -248,8 +255,8 @@ my $counted_mb = $for_scan_folios * $page / $mb;
 note(sprintf('after the checkpoint: %.1f MB cached; of %d folios unmarked processes (of the whole '
 	  . 'machine) inserted meanwhile, %d were counted for the scan; %s',
 	cached_mb('loaded'), $other_folios, $for_scan_folios, stats_line()));
-# The checkpoint writes what the scan dirtied and the evictor dropped (about
-# 40 MB here): folios of one page at least, often two (8 kB writes), so
+# The checkpoint writes what the UPDATE dirtied and the evictor had dropped
+# (most of the table): folios of one page at least, often two (8 kB writes), so
 # their count times 4 kB is a lower bound; without the rule it is 0.
 cmp_ok($counted_mb, '>=', 16,
 	sprintf('the checkpoint\'s write-back into pages the evictor had dropped counts as the scan\'s (%d folios, at least %.1f MB)',
