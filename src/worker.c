@@ -195,8 +195,12 @@ pce_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	/* the evictor pins the buffers it writes (pce_write_dirty_blocks) */
-	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pg_cache_ext worker");
+	/*
+	 * The evictor pins the buffers it writes (pce_write_dirty_blocks).  As
+	 * in the bgwriter, an owner without transactions whose pins and buffer
+	 * I/O are released when the process exits, even on an error.
+	 */
+	CreateAuxProcessResourceOwner();
 
 	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
 	pce_shared->worker_pid = MyProcPid;
