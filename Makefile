@@ -18,6 +18,7 @@ OBJS = \
 	src/worker.o \
 	src/evictor.o \
 	src/shared_buffers.o \
+	src/wal.o \
 	src/file_index.o \
 	src/functions.o \
 	src/cachestat.o \

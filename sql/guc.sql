@@ -34,6 +34,7 @@ SET pg_cache_ext.scan_treshold = 10;
 ALTER SYSTEM SET pg_cache_ext.scan_min_percent = 101;
 ALTER SYSTEM SET pg_cache_ext.scan_budget = 0;
 ALTER SYSTEM SET pg_cache_ext.scan_max_age = -1;
+ALTER SYSTEM SET pg_cache_ext.drop_unread_wal = maybe;
 ALTER SYSTEM SET pg_cache_ext.mode = sometimes;
 ALTER SYSTEM SET pg_cache_ext.bpffs_dir = 'relative/path';
 ALTER SYSTEM SET pg_cache_ext.cgroup = 'relative/path';

@@ -90,6 +90,14 @@ pce_init_buffer_tag(BufferTag *tag, PceRelFileLocator rlocator, ForkNumber fork,
 }
 #endif							/* BUFMGR_INTERNALS_H */
 
+/* 17 added the WAL summarizer, a process that reads WAL (summarize_wal) */
+#if PG_VERSION_NUM >= 170000
+#include "postmaster/walsummarizer.h"
+#define pce_wal_summarized() (summarize_wal)
+#else
+#define pce_wal_summarized() false
+#endif
+
 /* 17 dropped PGPROC.pgprocno */
 #if PG_VERSION_NUM >= 170000
 #define PCE_PROCNO(proc) GetNumberFromPGProc(proc)

@@ -49,6 +49,7 @@ int			pce_session_scan = PCE_SCAN_AUTO;
 int			pce_scan_budget_mb = 32;
 int			pce_scan_max_age_s = 60;
 bool		pce_promote_on_access = PCE_KNOB_DEFAULT(promote_on_access);
+bool		pce_drop_unread_wal_enabled = true;
 int			pce_scan_min_percent = PCE_KNOB_DEFAULT(scan_min_percent);
 
 PceShared  *pce_shared = NULL;
@@ -242,6 +243,12 @@ define_eviction_gucs(void)
 							NULL, &pce_scan_min_percent, PCE_KNOB_DEFAULT(scan_min_percent), 0,
 							PCE_KNOB_MAX_scan_min_percent,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pg_cache_ext.drop_unread_wal",
+							 "Drop WAL from the page cache once flushed while no process reads WAL "
+							 "(no WAL sender, no archiving, no replication slot, not in recovery).",
+							 NULL, &pce_drop_unread_wal_enabled, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 }
 
 static void

@@ -65,6 +65,7 @@ extern int	pce_session_scan;
 extern int	pce_scan_budget_mb;
 extern int	pce_scan_max_age_s;
 extern bool pce_promote_on_access;
+extern bool pce_drop_unread_wal_enabled;
 extern int	pce_scan_min_percent;
 
 /*
@@ -195,6 +196,7 @@ typedef struct PceSettings
 	int			scan_min_percent;
 	int			scan_budget_mb;
 	int			scan_max_age_s;
+	bool		drop_unread_wal;
 } PceSettings;
 
 extern void pce_settings_snapshot(PceSettings *settings);
@@ -297,6 +299,9 @@ extern bool pce_page_dirty_in_shared_buffers(const PceRelationFile *file, uint64
 extern void pce_write_dirty_blocks(const PceRelationFile *file, uint64 page,
 								   long page_size);
 extern void pce_close_written_files(void);
+
+/* wal.c: WAL no process will read */
+extern void pce_drop_unread_wal(bool enabled);
 
 /* read_ahead.c: how far ahead of a sequential reader the kernel reads */
 extern uint64 pce_read_ahead_reach_pages(const PceFileKey *file, long page_size);

@@ -33,6 +33,7 @@ pce_settings_snapshot(PceSettings *settings)
 	settings->scan_min_percent = pce_scan_min_percent;
 	settings->scan_budget_mb = pce_scan_budget_mb;
 	settings->scan_max_age_s = pce_scan_max_age_s;
+	settings->drop_unread_wal = pce_drop_unread_wal_enabled;
 }
 
 /*

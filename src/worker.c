@@ -13,7 +13,8 @@
  *	- every 250 ms, remove marks of processes that are gone (SIGKILL,
  *	  crash) and mark autovacuum workers and base-backup WAL senders, which
  *	  run no hook of ours, while they do that work; register the I/O
- *	  workers of PostgreSQL 18+ (aio.c).
+ *	  workers of PostgreSQL 18+ (aio.c); drop the WAL no process will
+ *	  read (wal.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -249,6 +250,7 @@ pce_worker_main(Datum arg)
 			mark_background_processes();
 			pce_aio_register_workers();
 			pce_close_written_files();
+			pce_drop_unread_wal(settings.mode != PCE_MODE_OFF && settings.drop_unread_wal);
 			last_housekeeping = now;
 		}
 
