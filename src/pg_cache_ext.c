@@ -246,7 +246,7 @@ define_eviction_gucs(void)
 
 	DefineCustomBoolVariable("pg_cache_ext.drop_unread_wal",
 							 "Drop WAL from the page cache once flushed while no process reads WAL "
-							 "(no WAL sender, no archiving, no replication slot, not in recovery).",
+							 "(no WAL sender, no archiving, no replication slot, no WAL summarizer, not in recovery).",
 							 NULL, &pce_drop_unread_wal_enabled, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 }

@@ -240,13 +240,12 @@ $reader->query_safe('SET pg_cache_ext.scan = on');
 $reader->query_safe('BEGIN; DECLARE r NO SCROLL CURSOR FOR SELECT g FROM loaded');
 $reader->query_safe('FETCH 1 FROM r');
 my $before = tracker_counts($node);
-my $for_scan = stat_value($node, 'folios_added_for_scan');
 $node->safe_psql('postgres', 'SET pg_cache_ext.scan = on; SELECT count(*) FROM loaded');
 worker_settled($node, $writeback_budget_mb, 20, $before);
 note(sprintf('after the scan: %.1f MB cached; %s', cached_mb('loaded'), stats_line()));
 $node->safe_psql('postgres', 'SET pg_cache_ext.scan = off; UPDATE loaded SET g = g WHERE g % 20 = 0');
 # (the UPDATE's new pages at the table's end are counted for the scan too)
-$for_scan = stat_value($node, 'folios_added_for_scan');
+my $for_scan = stat_value($node, 'folios_added_for_scan');
 my $other = stat_value($node, 'folios_added_other');
 $node->safe_psql('postgres', 'CHECKPOINT');
 my $for_scan_folios = stat_value($node, 'folios_added_for_scan') - $for_scan;
