@@ -698,9 +698,25 @@ keep_attached_policy(struct tracker_bpf *tracker, const struct plan *pl)
 	return false;
 }
 
-/* cache_ext wanted: attach the policy, or say why the tracker stays. */
+/*
+ * The stock-kernel tracker with its links, from the first read hook asked
+ * for (read_hook and promotion_missing say what is in place).
+ */
+static struct tracker_bpf *
+install_stock_tracker(void)
+{
+	read_hook = opt.read_hook;
+	return pce_install_tracker(&pins, cluster_uid(), &read_hook, promotion_missing,
+							   sizeof(promotion_missing));
+}
+
+/*
+ * cache_ext wanted: attach the policy, or say why the tracker stays.  The
+ * tracker was loaded for its maps alone (pce_load_tracker_maps); when the
+ * policy is refused, *tracker is replaced by the attached stock tracker.
+ */
 static enum pce_mechanism
-install_policy(struct tracker_bpf *tracker, const struct plan *pl, char *reason, size_t reasonlen)
+install_policy(struct tracker_bpf **tracker, const struct plan *pl, char *reason, size_t reasonlen)
 {
 	char		why[PATH_MAX + 256];
 
@@ -712,10 +728,12 @@ install_policy(struct tracker_bpf *tracker, const struct plan *pl, char *reason,
 		snprintf(reason, reasonlen, "cache_ext policy attached to %s", pl->cgroup_name);
 		return PCE_MECH_CACHE_EXT;
 	}
+	pce_tracker_destroy(*tracker);
+	*tracker = install_stock_tracker();
 	if (strcmp(opt.mode, "cache_ext") == 0)
 	{
 		/* explicit request: leave the tracker in place, report failure */
-		write_loader_info(pce_tracker_loader_info(tracker), PCE_MECH_STOCK, NULL, why);
+		write_loader_info(pce_tracker_loader_info(*tracker), PCE_MECH_STOCK, NULL, why);
 		fix_pin_permissions();
 		pce_fail("cannot attach the cache_ext policy: %s (the stock-kernel tracker stays active)", why);
 	}
@@ -782,17 +800,16 @@ do_install(const struct plan *pl)
 	/*
 	 * The tracker object owns the map definitions; load it first in every
 	 * mode so that the maps exist with their final layout.  In cache_ext
-	 * mode its links are removed again once the policy is attached.
+	 * mode its tracking programs are attached only if the policy is
+	 * refused (install_policy).
 	 */
-	read_hook = opt.read_hook;
-	tracker = pce_install_tracker(&pins, owner_uid, &read_hook, promotion_missing,
-								  sizeof(promotion_missing));
+	tracker = pl->want_cache_ext ? pce_load_tracker_maps(&pins, owner_uid) : install_stock_tracker();
 	if (keep_attached_policy(tracker, pl))
 	{
 		pce_tracker_destroy(tracker);
 		return;
 	}
-	mech = pl->want_cache_ext ? install_policy(tracker, pl, reason, sizeof(reason))
+	mech = pl->want_cache_ext ? install_policy(&tracker, pl, reason, sizeof(reason))
 		: install_stock(pl, reason, sizeof(reason));
 	if (mech == PCE_MECH_STOCK && promotion_missing[0])
 		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),

@@ -6,8 +6,10 @@
  *		defaults; and unpin its links when the cache_ext policy takes over.
  *
  * The tracker is loaded in every mode, so that the shared maps exist with
- * their final layout; in cache_ext mode its links are removed again once
- * the policy is attached.  Failures end the run (pce_fail, report.c).
+ * their final layout; in cache_ext mode only its fork link is attached
+ * (pce_load_tracker_maps), and links left by an earlier stock-mode run are
+ * removed once the policy is attached.  Failures end the run (pce_fail,
+ * report.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -395,6 +397,36 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_rea
 		unpin(pins, PCE_PIN_TRACKER_ACTIVATE_LINK);
 	install_fork_link(pins, skel, bpf_program__autoload(skel->progs.on_process_fork));
 	install_writeback_link(pins, skel, bpf_program__autoload(skel->progs.on_folio_dirtied));
+	init_knobs(skel->maps.knobs);
+	return skel;
+}
+
+/*
+ * Load the tracker for its maps alone, in cache_ext mode: the policy does
+ * the tracking, so only the fork program (marks handed down, which the
+ * policy reads too) is attached.  Attaching the tracking programs only to
+ * detach them once the policy is in place patched the page cache's
+ * tracepoints on and off for nothing, and the cache_ext kernel under QEMU
+ * once died of an int3 left in delete_from_page_cache_batch by that
+ * patching (t/090, lane 15).  pce_install_tracker attaches them if the
+ * policy is refused.
+ */
+struct tracker_bpf *
+pce_load_tracker_maps(const struct pce_pins *pins, uid_t cluster_uid)
+{
+	struct tracker_setup ts = {
+		.pins = pins,
+		.cluster_uid = cluster_uid,
+		.has_fork = kernel_has_attach_point("sched_process_fork", BPF_TRACE_RAW_TP),
+	};
+	struct tracker_bpf *skel;
+
+	check_pinned_layout(pins);
+	skel = load_tracker(&ts, PCE_READ_HOOK_NONE);
+	if (!skel)
+		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
+				 strerror(errno));
+	install_fork_link(pins, skel, ts.has_fork);
 	init_knobs(skel->maps.knobs);
 	return skel;
 }

@@ -30,6 +30,12 @@ extern struct tracker_bpf *pce_install_tracker(const struct pce_pins *pins, uid_
 											   enum pce_read_hook *read_hook,
 											   char *promotion_missing, size_t missinglen);
 
+/*
+ * Load the tracker for its maps (the knobs' defaults, the fork link) and
+ * attach nothing else: cache_ext mode, where the policy tracks.
+ */
+extern struct tracker_bpf *pce_load_tracker_maps(const struct pce_pins *pins, uid_t cluster_uid);
+
 /* Let libbpf's warnings through while a read hook is tried (-v). */
 extern void pce_tracker_set_verbose(bool verbose);
 

@@ -183,7 +183,9 @@ $bg->quit;
 # ---- cache_ext asked for where the kernel refuses it: stock stays ----
 SKIP:
 {
-	skip 'the kernel has cache_ext: forcing it is the normal path', 7 if $has_cache_ext;
+	skip 'the kernel has cache_ext: forcing it is the normal path', 8 if $has_cache_ext;
+	# from nothing pinned: the tracker's links must come from this run
+	unload_bpf($node);
 	$marks_before = stat_value($node, 'marks');
 	($ok, $out, $err) = load_bpf($node, '--mode=cache_ext');
 	ok(!$ok, 'loader --mode=cache_ext fails on a kernel without cache_ext');
@@ -196,6 +198,15 @@ SKIP:
 	ok($node->safe_psql('postgres', 'SET pg_cache_ext.scan_threshold = 0; SELECT count(*) FROM t') > 0,
 		'queries work');
 	cmp_ok(stat_value($node, 'marks'), '>', $marks_before, 'and scans are still marked');
+	# larger than shared_buffers (16 MB), so that the scan reads the files
+	$node->safe_psql('postgres', "SET pg_cache_ext.scan = off; "
+		  . "CREATE TABLE cold AS SELECT g, repeat('c', 200) AS pad FROM generate_series(1, 150000) g");
+	root('drop-caches');
+	my $added_before = stat_value($node, 'folios_added_scan');
+	$node->safe_psql('postgres', 'SET pg_cache_ext.scan_threshold = 0; SELECT count(*) FROM cold');
+	my $added = stat_value($node, 'folios_added_scan') - $added_before;
+	cmp_ok($added, '>', 0, "and the tracker attached after the refusal records the scan's reads ($added folios)");
+	$node->safe_psql('postgres', 'DROP TABLE cold');
 	load_bpf($node);
 }
 
