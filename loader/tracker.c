@@ -310,16 +310,25 @@ try_read_hook(const struct tracker_setup *ts, enum pce_read_hook hook, struct bp
 	return NULL;
 }
 
-/* No read hook: the activation tracepoint promotes, where the kernel has it. */
+/* The tracker without a read hook; its refusal ends the run. */
 static struct tracker_bpf *
-load_without_read_hook(const struct tracker_setup *ts, struct bpf_link **promote_link,
-					   char *promotion_missing, size_t missinglen)
+load_tracker_without_read_hook(const struct tracker_setup *ts)
 {
 	struct tracker_bpf *skel = load_tracker(ts, PCE_READ_HOOK_NONE);
 
 	if (!skel)
 		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
 				 strerror(errno));
+	return skel;
+}
+
+/* No read hook: the activation tracepoint promotes, where the kernel has it. */
+static struct tracker_bpf *
+load_without_read_hook(const struct tracker_setup *ts, struct bpf_link **promote_link,
+					   char *promotion_missing, size_t missinglen)
+{
+	struct tracker_bpf *skel = load_tracker_without_read_hook(ts);
+
 	*promote_link = NULL;
 	if (!bpf_program__autoload(skel->progs.on_folio_activated))
 		snprintf(promotion_missing, missinglen,
@@ -422,10 +431,7 @@ pce_load_tracker_maps(const struct pce_pins *pins, uid_t cluster_uid)
 	struct tracker_bpf *skel;
 
 	check_pinned_layout(pins);
-	skel = load_tracker(&ts, PCE_READ_HOOK_NONE);
-	if (!skel)
-		pce_fail("the kernel refused the tracker program (%s); run with -v for the verifier log",
-				 strerror(errno));
+	skel = load_tracker_without_read_hook(&ts);
 	install_fork_link(pins, skel, ts.has_fork);
 	init_knobs(skel->maps.knobs);
 	return skel;
