@@ -175,12 +175,18 @@ static uint64 waiting_pages = 0;	/* cached unkept pages of the waiting extents *
 static uint64 dirty_waiting_pages = 0;	/* of them, of extents waiting for a writeback */
 /*
  * Waiting pages up to which a drop leaves the pages of blocks dirty in
- * shared_buffers (page_left): half of the budget, set by drop_over_budget.
- * A page is left with the whole large folio it is in (fadvise drops whole
- * folios only), 128 kB with 128 kB read-ahead: beside four scans of a
- * table whose hint bits they set, 10-13 MB of such blocks left 130-160 MB
- * cached, over the 128 MB budget (bench/siblings.sh).
+ * shared_buffers (page_left): an eighth of the budget
+ * (LEAVE_FOR_WRITES_SHARE), set by drop_over_budget; beyond it the evictor
+ * writes such blocks itself.  A page is left with the whole large folio it
+ * is in (fadvise drops whole folios only), 128 kB with 128 kB read-ahead:
+ * beside four scans of a table whose hint bits they set, 10-13 MB of such
+ * blocks left 130-160 MB cached, over the 128 MB budget; with half the
+ * budget as the cap, 1-15 MB of them kept 50-77 MB waiting all through a
+ * VACUUM that trailed the scans, and the pages held for it had only the
+ * other half (bench/siblings.sh: it read 200 MB from disk; 58 MB with an
+ * eighth, 10-35 MB waiting).
  */
+#define LEAVE_FOR_WRITES_SHARE	8
 static uint64 leave_for_writes_below = 0;
 static uint64 tracked_extents = 0;
 static uint64 waiting_extents = 0;	/* of them, in the waiting list */
@@ -1150,7 +1156,7 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	dlist_mutable_iter iter;
 
 	keeping.target_pages = drop_target(budget_pages);
-	leave_for_writes_below = budget_pages / 2;
+	leave_for_writes_below = budget_pages / LEAVE_FOR_WRITES_SHARE;
 	/* pages waiting for their writeback are still the scans' pages */
 	keeping.kept_pages = dirty_waiting_pages;
 	keeping.keep_below = 0;

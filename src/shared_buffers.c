@@ -21,7 +21,7 @@
  * PostgreSQL wrote them and the kernel wrote them back, or after 60 s of
  * waiting.  A page is left with the whole large folio it is in (fadvise
  * drops whole folios only), so they are left only while the pages waiting
- * are within half of the budget, which counts them.  Beyond that the
+ * are within an eighth of the budget, which counts them.  Beyond that the
  * evictor writes such blocks itself, as the bgwriter does, into the page
  * while it is still cached, and drops the page once it is written back:
  * with the disk's 8 MB read-ahead (2 MB folios) and a scan pruning every
