@@ -22,7 +22,8 @@
 #
 # Prints "N passed, N failed, N skipped" (the line lanes.sh reads).
 #   PCE_VM_REBUILD=1    rebuild the root even if complete
-#   PCE_VM_TIMEOUT=1200 seconds the VM may run (both boots)
+#   PCE_VM_TIMEOUT=1800 seconds the VM may run (both boots; two VMs side by
+#                       side under TCG took 14 min one day and over 20 the next)
 #   PCE_VM_BREAK=pins   break the deployment on purpose (pins the server cannot
 #                       reach): the run must then fail
 set -euo pipefail
@@ -202,7 +203,7 @@ boot_vm() {
 	local root=$1 disk=$2 log=$3 kernel initrd t0=$SECONDS
 	kernel=$(ls "$root"/boot/vmlinuz-* | sort -V | tail -1)
 	initrd=$(ls "$root"/boot/initrd.img-* | sort -V | tail -1)
-	timeout "${PCE_VM_TIMEOUT:-1200}" qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic \
+	timeout "${PCE_VM_TIMEOUT:-1800}" qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic \
 		-kernel "$kernel" -initrd "$initrd" -drive file="$disk",if=virtio,format=raw \
 		-append 'root=/dev/vda rw console=ttyS0 quiet' </dev/null 2>&1 |
 		sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\r$//' >"$log" || true
