@@ -11,10 +11,10 @@
 #	  (bytes_waiting), not dropped and tracked again in turn.
 #	- After a CHECKPOINT wrote those buffers, the next drops take them.
 #	- Pages are left only while the pages waiting are within an eighth of
-#	  the budget: with a budget about the small table's size, the evictor
-#	  writes the blocks of the pages it cannot leave (as the bgwriter
-#	  would), then drops them once written back; no checkpoint, no
-#	  bgwriter.
+#	  the budget: with a budget of 16 MB and a 6 MB table (within half of
+#	  it), the evictor writes the blocks of the pages it cannot leave (as
+#	  the bgwriter would), and the scans' pages stay within the budget once
+#	  those are written back; no checkpoint, no bgwriter.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
