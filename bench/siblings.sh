@@ -244,6 +244,10 @@ trace_reread() {
 	rel=$PGDATA/$(q "SELECT pg_relation_filepath('scan_t')")
 	ino1=$(stat -c %i "$rel"); ino2=$(stat -c %i "$rel.1" 2>/dev/null || echo 0)
 	worker=$(bench_worker_pid "$PGDATA")
+	# the filemap tracepoints are found through tracefs, which a host
+	# without systemd has not mounted
+	[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing ||
+		die "TRACE_REREAD: tracefs could not be mounted at /sys/kernel/tracing"
 	BPFTRACE_MAP_KEYS_MAX=2000000 timeout $((DUR + 30)) bpftrace "$HERE/reread.bt" \
 		"$ino1" "$ino2" $((DUR + 3)) "${worker:-0}" > "$1" 2>&1 || true
 }
