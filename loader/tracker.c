@@ -248,6 +248,35 @@ struct tracker_setup
 	bool		has_dirty;		/* writeback_dirty_folio: write-back for scans */
 };
 
+/* The tracker opened, its constants set for this cluster and kernel. */
+static struct tracker_bpf *
+open_tracker(const struct tracker_setup *ts, enum pce_read_hook hook)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = ts->pins->via_fd);
+	struct tracker_bpf *skel;
+
+	skel = tracker_bpf__open_opts(&oo);
+	if (!skel)
+		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
+	skel->rodata->cluster_uid = ts->cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
+	skel->rodata->promote_by_read = hook != PCE_READ_HOOK_NONE;
+	skel->rodata->page_shift = __builtin_ctzl((unsigned long) sysconf(_SC_PAGESIZE));
+	return skel;
+}
+
+/* Load an opened tracker: skel, or NULL with errno when the kernel refuses it. */
+static struct tracker_bpf *
+load_opened_tracker(struct tracker_bpf *skel)
+{
+	int			err = tracker_bpf__load(skel);
+
+	if (err == 0)
+		return skel;
+	tracker_bpf__destroy(skel);
+	errno = -err;
+	return NULL;
+}
+
 /*
  * Open the tracker with hook as its read program (the other is not
  * loaded; with none, the activation tracepoint promotes where the kernel
@@ -256,16 +285,8 @@ struct tracker_setup
 static struct tracker_bpf *
 load_tracker(const struct tracker_setup *ts, enum pce_read_hook hook)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .pin_root_path = ts->pins->via_fd);
-	struct tracker_bpf *skel;
-	int			err;
+	struct tracker_bpf *skel = open_tracker(ts, hook);
 
-	skel = tracker_bpf__open_opts(&oo);
-	if (!skel)
-		pce_fail("cannot open the tracker BPF object: %s", strerror(errno));
-	skel->rodata->cluster_uid = ts->cluster_uid;	/* I/O workers' and scan files' owner (maps.bpf.h) */
-	skel->rodata->promote_by_read = hook != PCE_READ_HOOK_NONE;
-	skel->rodata->page_shift = __builtin_ctzl((unsigned long) sysconf(_SC_PAGESIZE));
 	bpf_program__set_autoload(skel->progs.on_file_read, hook == PCE_READ_HOOK_TRACEPOINT);
 	bpf_program__set_autoload(skel->progs.on_filemap_read, hook == PCE_READ_HOOK_FENTRY);
 	/* without a read hook (tried once, last), activations promote */
@@ -273,12 +294,7 @@ load_tracker(const struct tracker_setup *ts, enum pce_read_hook hook)
 							  kernel_has_attach_point("mm_lru_activate", BPF_TRACE_RAW_TP));
 	bpf_program__set_autoload(skel->progs.on_process_fork, ts->has_fork);
 	bpf_program__set_autoload(skel->progs.on_folio_dirtied, ts->has_dirty);
-	err = tracker_bpf__load(skel);
-	if (err == 0)
-		return skel;
-	tracker_bpf__destroy(skel);
-	errno = -err;
-	return NULL;
+	return load_opened_tracker(skel);
 }
 
 /*
@@ -413,7 +429,9 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_rea
 /*
  * Load the tracker for its maps alone, in cache_ext mode: the policy does
  * the tracking, so only the fork program (marks handed down, which the
- * policy reads too) is attached.  Attaching the tracking programs only to
+ * policy reads too) is loaded and attached: the kernel does not verify
+ * programs that a refused policy's fallback loads anew (pce_install_tracker,
+ * with the read hook it finds).  Attaching the tracking programs only to
  * detach them once the policy is in place patched the page cache's
  * tracepoints on and off for nothing, and the cache_ext kernel under QEMU
  * once died of an int3 left in delete_from_page_cache_batch by that
@@ -429,9 +447,16 @@ pce_load_tracker_maps(const struct pce_pins *pins, uid_t cluster_uid)
 		.has_fork = kernel_has_attach_point("sched_process_fork", BPF_TRACE_RAW_TP),
 	};
 	struct tracker_bpf *skel;
+	struct bpf_program *prog;
 
 	check_pinned_layout(pins);
-	skel = load_tracker_without_read_hook(&ts);
+	skel = open_tracker(&ts, PCE_READ_HOOK_NONE);
+	bpf_object__for_each_program(prog, skel->obj)
+		bpf_program__set_autoload(prog, prog == skel->progs.on_process_fork && ts.has_fork);
+	skel = load_opened_tracker(skel);
+	if (!skel)
+		pce_fail("the kernel refused the tracker's maps (%s); run with -v for the log",
+				 strerror(errno));
 	install_fork_link(pins, skel, ts.has_fork);
 	init_knobs(skel->maps.knobs);
 	return skel;
