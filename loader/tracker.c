@@ -429,9 +429,9 @@ pce_install_tracker(const struct pce_pins *pins, uid_t cluster_uid, enum pce_rea
 /*
  * Load the tracker for its maps alone, in cache_ext mode: the policy does
  * the tracking, so only the fork program (marks handed down, which the
- * policy reads too) is loaded and attached: the kernel does not verify
- * programs that a refused policy's fallback loads anew (pce_install_tracker,
- * with the read hook it finds).  Attaching the tracking programs only to
+ * policy reads too) is loaded and attached; the tracking programs are not
+ * loaded at all (a refused policy's fallback, pce_install_tracker, loads
+ * them with the read hook it finds).  Attaching the tracking programs only to
  * detach them once the policy is in place patched the page cache's
  * tracepoints on and off for nothing, and the cache_ext kernel under QEMU
  * once died of an int3 left in delete_from_page_cache_batch by that
