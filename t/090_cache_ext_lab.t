@@ -10,9 +10,11 @@
 #	the loader's wait or a failed unpin keeps the limits lifted with their
 #	record until a later run finishes it; a cgroup full of active cache
 #	under a tight memory.max is not OOM-killed where the kernel's LRU is not.  Then the same with a
-#	PostgreSQL 15 cluster whose scanning backend is marked (PCE_LAB_PG=0
-#	skips that part).  A run that fails or meets a kernel oops prints the
-#	VM console's tail.  Skips where the lab or qemu is absent.
+#	PostgreSQL 15 cluster whose scanning backend is marked, and with the
+#	real loader and module (a process tree under pg_cache_ext_run inherits
+#	the mark: the tracker's fork program) (PCE_LAB_PG=0 skips that part).
+#	A run that fails or meets a kernel oops prints the VM console's tail.
+#	Skips where the lab or qemu is absent.
 use strict;
 use warnings;
 use File::Basename qw(dirname);
@@ -225,9 +227,9 @@ SKIP:
 # marks the scanning backend; then the same with pg_cache_ext.mode = off.
 SKIP:
 {
-	skip 'PCE_LAB_PG=0', 16 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
+	skip 'PCE_LAB_PG=0', 18 if defined $ENV{PCE_LAB_PG} && !$ENV{PCE_LAB_PG};
 	my ($lout, $lrc) = run_scenario('loader');
-	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 16 if $lrc == 77;
+	skip 'loader scenario unavailable: ' . ($lout =~ /SKIP: (.*)/ ? $1 : ''), 18 if $lrc == 77;
 	my %l = $lout =~ /^RESULT (\w+)=(\S+)/mg;
 	diag($_) for grep { /^LAB-TEST: / } split /\n/, $lout;
 	is($lrc, 0, 'loader lab run completed') or diag(console_report('loader', $lout, $lrc));
@@ -249,6 +251,11 @@ SKIP:
 		"a marked read of a file of the cluster's account is the scan's ($l{loader_own_file_scan} folios)");
 	cmp_ok($l{loader_root_file_scan} // 1e9, '<', ($l{loader_own_file_scan} // 0) / 10,
 		"the same read of root's file is not ($l{loader_root_file_scan} folios)");
+	cmp_ok($l{loader_run_tree_scan} // 0, '>=', 8,
+		"cat forked by sh forked by pg_cache_ext_run inherits the mark: its folios are the scan's "
+		  . "($l{loader_run_tree_scan} folios)");
+	cmp_ok($l{loader_bare_tree_scan} // 1e9, '<', ($l{loader_run_tree_scan} // 0) / 10,
+		"the same sh and cat without the wrapper: not ($l{loader_bare_tree_scan} folios)");
 	cmp_ok($l{loader_off_hot_after} // 100, '<', 95,
 		"with pg_cache_ext.mode = off the same scan pushes the hot table out ($l{loader_off_hot_after}% left)");
 	is($l{loader_kernel_oops} // 1, 0, 'no oops in the kernel log');

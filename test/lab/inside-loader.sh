@@ -105,6 +105,24 @@ echo "RESULT loader_own_file_scan=$own"
 echo "RESULT loader_root_file_scan=$theirs"
 say "a marked read of postgres's file: $own scan folios; of root's: $theirs"
 
+# readers outside the server: pg_cache_ext_run marks itself and forks its
+# command (here sh, which forks cat: a grandchild), and the tracker's
+# program on process fork copies the mark to each; so cat's folios are the
+# scan's.  The same sh and cat without the wrapper add none.  (In the
+# cluster's cgroup: the policy sees only the folios charged to it.)
+tree_read() {
+	sync; echo 1 > /proc/sys/vm/drop_caches
+	before=$(stat folios_added_scan)
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec runuser -u postgres -- "$@" sh -c "cat /mnt/own.dat > /dev/null; true"' \
+		"$CG" "$@"
+	echo $(($(stat folios_added_scan) - before))
+}
+wrapped=$(tree_read "$PGBIN/pg_cache_ext_run" --require -q -D "$DATA" --)
+bare=$(tree_read)
+echo "RESULT loader_run_tree_scan=$wrapped"
+echo "RESULT loader_bare_tree_scan=$bare"
+say "the same file read by cat under sh: $wrapped scan folios under pg_cache_ext_run, $bare without it"
+
 # the same with pg_cache_ext.mode = off: the policy stays attached but no
 # backend is marked, so every folio is on the main list (plain LRU)
 psqlc -c "ALTER SYSTEM SET pg_cache_ext.mode = off" -c "SELECT pg_reload_conf()" >/dev/null
