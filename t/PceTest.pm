@@ -11,10 +11,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
+use POSIX ();
 
 our @EXPORT = qw(root new_node stock_node load_bpf unload_bpf status stat_value kernel_marks
   wait_until capeff pin_dir_name io_methods use_io_method caches_dropped
-  relation_cached_fraction relation_cached_mb worker_settled tracker_counts
+  relation_cached_fraction relation_cached_mb relation_cached_map worker_settled tracker_counts
   pause_damon resume_damon read_ahead_mb device_of disk_read_bytes io_worker_pids
   skip_without_read_positions has_read_positions no_read_positions_why
   kernel_has_read_tracepoint
@@ -233,6 +234,41 @@ sub relation_cached_mb
 	my ($node, $rel) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$rel')");
+}
+
+# Which parts of $rel's first segment are cached, one character per
+# $bin_mb: '#' all of it, '.' none, a digit the tenths cached.  For the
+# notes a test prints when what it measured does not add up (mincore(2)
+# on a mapping of the file, through syscall: x86_64's numbers).
+sub relation_cached_map
+{
+	my ($node, $rel, $bin_mb) = @_;
+	my ($sys_mmap, $sys_munmap, $sys_mincore, $prot_read, $map_shared) = (9, 11, 27, 1, 1);
+	my $page = 4096;
+	my $machine = (POSIX::uname())[4];
+	my $path = $node->data_dir . '/'
+	  . $node->safe_psql('postgres', "SELECT pg_relation_filepath('$rel')");
+
+	return "(no map on $machine)" unless $machine eq 'x86_64';
+	open(my $fh, '<', $path) or return "(no map: $path: $!)";
+	my $size = -s $fh;
+	return '(empty)' unless $size;
+	my $addr = syscall($sys_mmap, 0, $size, $prot_read, $map_shared, fileno($fh), 0);
+	return "(no map: mmap: $!)" if $addr == -1;
+	my $vec = "\0" x int(($size + $page - 1) / $page);
+	my $ok = syscall($sys_mincore, $addr, $size, $vec) == 0;
+	syscall($sys_munmap, $addr, $size);
+	return "(no map: mincore: $!)" unless $ok;
+	my $per = $bin_mb * 1024 * 1024 / $page;
+	my $map = '';
+	for (my $i = 0; $i < length($vec); $i += $per)
+	{
+		my $bin = substr($vec, $i, $per);
+		my $cached = () = $bin =~ /[\x01-\xff]/g;
+		my $share = $cached / length($bin);
+		$map .= $share == 0 ? '.' : $share >= 1 ? '#' : int($share * 10);
+	}
+	return $map;
 }
 
 # Where marked readers are comes from the tracker's read hook
