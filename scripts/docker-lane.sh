@@ -417,6 +417,15 @@ cleanup() {
 	[ -z "${LANE_ROOT:-}" ] || umount_root "$LANE_ROOT"
 	[ -x "$LOADER" ] && [ -d "$DATA" ] && "$LOADER" --unload -D "$DATA" --user "$HOST_ID" >/dev/null 2>&1
 	stop_dockerd "$STARTED_DOCKERD"
+	damon_holder resume
+}
+
+# DAMON paused while the lane runs (test/root-helper damon-pause, the lane
+# one holder among the tests): its pageout scheme pages out page cache read
+# moments ago in regions idle for long, and the controls ask what stays
+# cached (PceTest.pm's pause_damon says what was measured)
+damon_holder() {
+	bash "$SRC/test/root-helper" "damon-$1" $$ >/dev/null 2>&1 || true
 }
 
 main() {
@@ -426,6 +435,7 @@ main() {
 	flock 9
 	trap cleanup EXIT
 	trap 'exit 1' INT TERM HUP
+	damon_holder pause
 	ensure_docker || die "Docker runs (docker.io; log: $WORK/dockerd.log)"
 	make_seccomp_profile || die "Docker's default seccomp profile, with bpf allowed"
 	make -s -C "$SRC" loader/pg_cache_ext_loader >"$WORK/loader-make.log" 2>&1 ||

@@ -40,6 +40,7 @@ my ($node, $s) = stock_node('sibling_scans',
 	'synchronize_seqscans' => 'on',
 	'max_parallel_workers_per_gather' => 0);
 skip_without_read_positions($node);
+pause_damon();    # it would page out what is held for the follower (PceTest.pm)
 
 note(sprintf('budget %d MB: %d MB of room to hold beside %.1f MB of read-ahead (two windows)',
 	$budget_mb, $held_room_mb, $read_ahead_reach_mb));

@@ -28,6 +28,7 @@ my ($node, $s) = stock_node('inode_reuse',
 	'pg_cache_ext.scan_max_age' => 0,
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
+pause_damon();    # it would page out the new table read once (PceTest.pm)
 # From 18, I/O workers keep a dropped table's file open (idle, they read no
 # invalidations), so its inode number stays in use; the reads here are made
 # by the backends themselves, and the dropped file is closed by all.

@@ -33,6 +33,7 @@ my ($node, $s) = stock_node('pending_writes',
 	'checkpoint_timeout' => '1h',
 	'autovacuum' => 'off',
 	'max_parallel_workers_per_gather' => 0);
+pause_damon();    # it would page out the pages left for PostgreSQL's writes (PceTest.pm)
 
 sub cached_mb { return relation_cached_mb($node, @_); }
 

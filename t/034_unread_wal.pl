@@ -19,6 +19,7 @@ my ($node, $s) = stock_node('unread_wal',
 	'max_wal_size' => '1GB',
 	'checkpoint_timeout' => '1h',
 	'autovacuum' => 'off');
+pause_damon();    # it would page out the WAL kept cached (PceTest.pm)
 
 # Load a table ($name, about 40 MB: three WAL segments or more); returns
 # the segments the load filled, all closed once it committed.
