@@ -93,11 +93,15 @@ say "hot $(resident hot)% cached after the scan; big $(resident big)%"
 head -c 8M /dev/urandom > /mnt/root.dat
 cp /mnt/root.dat /mnt/own.dat && chown postgres /mnt/own.dat
 chmod 0644 /mnt/root.dat /mnt/own.dat
-marked_read() {
+# how much folios_added_scan grows while "$@" runs, the caches dropped first
+scan_folios_added() {
 	sync; echo 1 > /proc/sys/vm/drop_caches
 	before=$(stat folios_added_scan)
-	psqlc -c "SET pg_cache_ext.scan = on" -c "SELECT length(pg_read_binary_file('$1'))" >/dev/null
+	"$@" >/dev/null
 	echo $(($(stat folios_added_scan) - before))
+}
+marked_read() {
+	scan_folios_added psqlc -c "SET pg_cache_ext.scan = on" -c "SELECT length(pg_read_binary_file('$1'))"
 }
 own=$(marked_read /mnt/own.dat)
 theirs=$(marked_read /mnt/root.dat)
@@ -111,11 +115,8 @@ say "a marked read of postgres's file: $own scan folios; of root's: $theirs"
 # scan's.  The same sh and cat without the wrapper add none.  (In the
 # cluster's cgroup: the policy sees only the folios charged to it.)
 tree_read() {
-	sync; echo 1 > /proc/sys/vm/drop_caches
-	before=$(stat folios_added_scan)
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec runuser -u postgres -- "$@" sh -c "cat /mnt/own.dat > /dev/null; true"' \
+	scan_folios_added sh -c 'echo $$ > "$0/cgroup.procs" && exec runuser -u postgres -- "$@" sh -c "cat /mnt/own.dat; true"' \
 		"$CG" "$@"
-	echo $(($(stat folios_added_scan) - before))
 }
 wrapped=$(tree_read "$PGBIN/pg_cache_ext_run" --require -q -D "$DATA" --)
 bare=$(tree_read)
