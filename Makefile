@@ -25,6 +25,7 @@ OBJS = \
 	src/aio.o \
 	src/sibling.o \
 	src/read_ahead.o \
+	src/lap_start.o \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext

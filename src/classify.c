@@ -198,6 +198,8 @@ pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
 	else
 		standard_ExecutorStart(queryDesc, eflags);
 	classify_plan(queryDesc, eflags);
+	if (live_frames > 0 && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		pce_lap_start_plan(queryDesc->planstate);
 }
 
 /* ---- utility commands ---- */
@@ -306,6 +308,8 @@ pce_ProcessUtility(UTILITY_PARAMS)
 	}
 
 	epoch = open_frame(reason, relid);
+	if (reason == PCE_REASON_COPY_TO)
+		pce_lap_start_copy(relid);
 	PG_TRY();
 	{
 		next_ProcessUtility(UTILITY_ARGS);

@@ -44,6 +44,7 @@ int			pce_scan_threshold = 0;
 char	   *pce_scan_commands = NULL;
 int			pce_scan_commands_mask = 0;
 bool		pce_mark_autovacuum = true;
+bool		pce_scans_join_vacuum = true;
 bool		pce_mark_basebackup = true;
 int			pce_session_scan = PCE_SCAN_AUTO;
 int			pce_scan_budget_mb = 32;
@@ -214,6 +215,12 @@ define_marking_gucs(void)
 	DefineCustomEnumVariable("pg_cache_ext.scan",
 							 "Mark this session's statements as scans: auto (by rule), on (always) or off (never).",
 							 NULL, &pce_session_scan, PCE_SCAN_AUTO, session_scan_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pg_cache_ext.scans_join_vacuum",
+							 "Start a marked synchronized scan where a VACUUM of its table is reading.",
+							 "Scans reading beside a VACUUM share its reads within the scan budget.",
+							 &pce_scans_join_vacuum, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
 

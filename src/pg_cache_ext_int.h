@@ -25,6 +25,8 @@
  *					reader of the same relation has passed them
  *	read_ahead.c	the disks' read-ahead, which the evictor leaves to the
  *					readers
+ *	lap_start.c		marked synchronized scans start where a VACUUM of their
+ *					table is
  *	shared_buffers.c	scan pages dirty in shared_buffers, which the evictor
  *					leaves cached until PostgreSQL wrote them back
  *
@@ -37,6 +39,7 @@
 
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
+#include "storage/block.h"
 #include "storage/lwlock.h"
 
 #include "pg_cache_ext.h"		/* the BPF/C contract, in bpf/ */
@@ -67,6 +70,7 @@ extern int	pce_scan_max_age_s;
 extern bool pce_promote_on_access;
 extern bool pce_drop_unread_wal_enabled;
 extern int	pce_scan_min_percent;
+extern bool pce_scans_join_vacuum;
 
 /*
  * Counters kept by the module itself (the BPF programs keep theirs in the
@@ -84,6 +88,7 @@ extern int	pce_scan_min_percent;
 	X(FILES_NOT_FOUND, "files_not_found") \
 	X(DROP_ERRORS, "drop_errors") \
 	X(BYTES_PROMOTED, "bytes_promoted") \
+	X(SCANS_JOINED_VACUUM, "scans_joined_vacuum") \
 	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages still cached after \
 										 * a drop (dirty or in use) */ \
 	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages in the \
@@ -122,6 +127,17 @@ typedef struct PceScanSlot
 	bool		in_kernel;		/* did the map update succeed? */
 } PceScanSlot;
 
+/* Where a VACUUM scanning a heap is, as the worker last saw it (lap_start.c). */
+typedef struct PceVacuumBlock
+{
+	Oid			dboid;
+	Oid			relid;
+	BlockNumber block;			/* heap_blks_scanned */
+} PceVacuumBlock;
+
+/* VACUUMs followed at once (autovacuum_max_workers is 3 by default) */
+#define PCE_MAX_VACUUMS		16
+
 /* a kernel probe's result, kept in shared memory (0 until probed) */
 typedef enum PceKernelProbe
 {
@@ -132,7 +148,7 @@ typedef enum PceKernelProbe
 
 typedef struct PceShared
 {
-	LWLock	   *lock;			/* protects slots[] and the worker fields */
+	LWLock	   *lock;			/* protects slots[], vacuums[] and the worker fields */
 	pg_atomic_uint64 ustats[PCE_USTAT__COUNT];
 	pg_atomic_uint64 marks_by_reason[PCE_REASON__COUNT];
 	TimestampTz stats_reset;
@@ -142,6 +158,9 @@ typedef struct PceShared
 	uint64		bytes_tracked;
 	char		worker_status[256];
 	PceKernelProbe btf_has_cache_ext;	/* see pce_kernel_btf_has_cache_ext() */
+	TimestampTz vacuums_at;		/* when the worker wrote vacuums[] */
+	int			nvacuums;
+	PceVacuumBlock vacuums[PCE_MAX_VACUUMS];
 	int			nslots;
 	PceScanSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } PceShared;
@@ -230,6 +249,12 @@ extern void pce_classify_init(void);
 struct PgBackendStatus;
 extern enum pce_reason pce_background_reason(const struct PgBackendStatus *be);
 extern const char *const pce_reason_names[PCE_REASON__COUNT];
+
+/* lap_start.c */
+struct PlanState;
+extern void pce_lap_start_plan(struct PlanState *planstate);
+extern void pce_lap_start_copy(Oid relid);
+extern void pce_publish_vacuum_blocks(int nbackends);
 
 /* worker.c */
 extern void pce_worker_register(void);

@@ -102,7 +102,10 @@ find_bg_mark(int pid)
 	return -1;
 }
 
-/* Mark background processes that started such work, unmark those done. */
+/*
+ * Mark background processes that started such work, unmark those done;
+ * and, from the same snapshot, where the VACUUMs are (lap_start.c).
+ */
 static void
 mark_background_processes(void)
 {
@@ -157,6 +160,7 @@ mark_background_processes(void)
 		pce_unmark_other(bg_marks[i].pid, bg_marks[i].procno, bg_marks[i].start_ticks);
 		bg_marks[i] = bg_marks[--nbg_marks];
 	}
+	pce_publish_vacuum_blocks(n);
 	pgstat_clear_backend_activity_snapshot();
 }
 

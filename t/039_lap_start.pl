@@ -1,0 +1,102 @@
+# 039_lap_start.pl
+#	A marked synchronized scan that starts while a VACUUM of its table
+#	scans the heap starts where the VACUUM is (src/lap_start.c): a SELECT
+#	and a COPY TO.  The controls start where synchronized scans say (block
+#	0 here): an unmarked scan, a marked one with
+#	pg_cache_ext.scans_join_vacuum off, and a marked one with
+#	synchronize_seqscans off (as pg_dump sets it).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use PceTest;
+
+my ($node, $s) = stock_node('lap_start',
+	'autovacuum' => 'off',
+	'synchronize_seqscans' => 'on',
+	'max_parallel_workers_per_gather' => 0);
+$node->safe_psql('postgres', q{
+	SET pg_cache_ext.scan = off;
+	CREATE TABLE big AS SELECT g, repeat('b', 200) AS pad FROM generate_series(1, 300000) g;
+	DELETE FROM big WHERE g % 50 = 0;
+});
+my $blocks = $node->safe_psql('postgres', "SELECT pg_relation_size('big') / 8192");
+note("big: $blocks blocks");
+
+# the block of a ctid
+sub block_of_ctid { my ($ctid) = @_; return ($ctid =~ /^\((\d+),/)[0]; }
+
+sub vacuum_block
+{
+	return $node->safe_psql('postgres', q{
+		SELECT heap_blks_scanned FROM pg_stat_progress_vacuum
+		 WHERE relid = 'big'::regclass AND phase = 'scanning heap'});
+}
+
+# the block the first row of a scan came from, with the settings given
+sub first_block
+{
+	my ($settings) = @_;
+	return block_of_ctid($node->safe_psql('postgres', "$settings; SELECT ctid FROM big LIMIT 1"));
+}
+
+# a VACUUM slowed down to a crawl, in the heap scan
+my $vacuum = $node->background_psql('postgres', on_error_stop => 0);
+$vacuum->query_safe("SET vacuum_cost_delay = '20ms'; SET vacuum_cost_limit = 20");
+$vacuum->query_until(qr/started/, "\\echo started\nVACUUM big;\n");
+ok(wait_until(sub { my $b = vacuum_block(); $b ne '' && $b > $blocks / 10 }, 120),
+	'the VACUUM is in the heap scan, a tenth of the table in');
+
+# how far the VACUUM moves in a second: the worker's copy of its block is
+# at most a round (250 ms) old, and syncscan.c rounds down to 16 blocks
+my $b0 = vacuum_block();
+sleep 1;
+my $pace = vacuum_block() - $b0;
+my $slack = 16 + $pace;
+note("the VACUUM reads $pace blocks a second; a scan may start up to $slack blocks behind it");
+cmp_ok($pace, '<', $blocks / 20, 'the VACUUM is slow enough to be found');
+
+my $joined0 = stat_value($node, 'scans_joined_vacuum');
+is(first_block('SET pg_cache_ext.scan = off'), 0,
+	'an unmarked scan starts where synchronized scans say: block 0');
+is(first_block('SET pg_cache_ext.scan = on; SET pg_cache_ext.scans_join_vacuum = off'), 0,
+	'a marked scan with scans_join_vacuum off starts at block 0');
+is(first_block('SET pg_cache_ext.scan = on; SET synchronize_seqscans = off'), 0,
+	'a marked scan with synchronize_seqscans off (as pg_dump) starts at block 0');
+is(stat_value($node, 'scans_joined_vacuum'), $joined0, 'scans_joined_vacuum counted none of them');
+
+my $before = vacuum_block();
+my $at = first_block('SET pg_cache_ext.scan = on');
+my $after = vacuum_block();
+ok($at >= $before - $slack && $at <= $after + 1,
+	"a marked SELECT starts beside the VACUUM: block $at, the VACUUM at $before .. $after");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 1, 'scans_joined_vacuum counted it');
+
+my $file = $PostgreSQL::Test::Utils::tmp_check . '/big.copy';
+$before = vacuum_block();
+$node->safe_psql('postgres', "SET pg_cache_ext.scan = on; COPY big TO '$file'");
+$after = vacuum_block();
+open(my $fh, '<', $file) or die "$file: $!";
+my ($g) = split /\t/, scalar <$fh>;
+close $fh;
+unlink $file;
+$at = block_of_ctid($node->safe_psql('postgres',
+	"SET pg_cache_ext.scan = off; SELECT ctid FROM big WHERE g = $g"));
+ok($at >= $before - $slack && $at <= $after + 1,
+	"a marked COPY TO starts beside the VACUUM: block $at (g $g), the VACUUM at $before .. $after");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'scans_joined_vacuum counted it');
+
+$node->safe_psql('postgres', 'SELECT pg_cancel_backend(pid) FROM pg_stat_progress_vacuum');
+$vacuum->quit;
+
+# once no VACUUM runs, a marked scan starts where synchronized scans say:
+# where the scans before it left the location, not at a VACUUM's old block
+my $left = first_block('SET pg_cache_ext.scan = off');
+sleep 1;    # a worker round past the VACUUM's end
+is(first_block('SET pg_cache_ext.scan = on'), $left,
+	"with the VACUUM gone a marked scan starts where the unmarked one did (block $left)");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'and is not counted');
+
+$node->stop;
+done_testing();
