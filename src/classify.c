@@ -198,7 +198,8 @@ pce_ExecutorStart(QueryDesc *queryDesc, int eflags)
 	else
 		standard_ExecutorStart(queryDesc, eflags);
 	classify_plan(queryDesc, eflags);
-	if (live_frames > 0 && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	/* a parallel worker's scan is its leader's, started by the leader */
+	if (live_frames > 0 && !(eflags & EXEC_FLAG_EXPLAIN_ONLY) && !IsParallelWorker())
 		pce_lap_start_plan(queryDesc->planstate);
 }
 
@@ -308,10 +309,11 @@ pce_ProcessUtility(UTILITY_PARAMS)
 	}
 
 	epoch = open_frame(reason, relid);
-	if (reason == PCE_REASON_COPY_TO)
-		pce_lap_start_copy(relid);
 	PG_TRY();
 	{
+		/* a COPY TO marked by scan_commands or by pg_cache_ext.scan = on */
+		if (IsA(pstmt->utilityStmt, CopyStmt) && !((CopyStmt *) pstmt->utilityStmt)->is_from)
+			pce_lap_start_copy(relid);
 		next_ProcessUtility(UTILITY_ARGS);
 	}
 	PG_FINALLY();
