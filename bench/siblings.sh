@@ -34,7 +34,11 @@
 # 60 s windows, 2 rounds.  WINDOWS (default "a b r n s") runs only some
 # of the windows ((r) and (n) need (a)); TRACE_REREAD=1 runs bench/reread.bt over
 # each window with scans (what the scans read twice, and who dropped it in
-# between), into reread.txt in its directory.  DAMON, where it pages out
+# between), into reread.txt in its directory; POSITIONS=1 runs
+# bench/positions.sh over each window with the extension on (where each
+# marked reader read, every half second: positions.dat); VACUUM_STACKS=1
+# keeps the VACUUM's kernel stack each time it is found in D state
+# (vacuum-stacks.txt: what it waits on).  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
@@ -207,7 +211,11 @@ vacuum_reads() {
 			io=$(vacuum_io "$pid")
 			[ -n "$io" ] || break
 			last=$io
-			[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != D ] || asleep=$((asleep + 1))
+			if [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = D ]; then
+				asleep=$((asleep + 1))
+				[ -z "${STACKS:-}" ] || awk '{ sub(/\+.*/, "", $2); printf "%s;", $2 } END { print "" }' \
+					"/proc/$pid/stack" >> "$STACKS" 2>/dev/null || true
+			fi
 			sleep 0.1
 		done
 		[ -n "$io" ] || break
@@ -309,8 +317,11 @@ run_phase() {
 		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb) $(io_mb)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
 	case " $scans " in
-		*" vacuum "*) ( vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!" ;;
+		*" vacuum "*) ( [ "${VACUUM_STACKS:-0}" != 1 ] || STACKS=$dir/vacuum-stacks.txt
+			vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!" ;;
 	esac
+	[ "${POSITIONS:-0}" != 1 ] || [ "$mode" = off ] || [ -z "$scans" ] ||
+		{ bash "$HERE/positions.sh" "$PGDATA" "$PGPORT" "$SOCK_DIR" "$DUR" > "$dir/positions.dat" 2>&1 & pids="$pids $!"; }
 	BG_PIDS=$pids
 	if [ "$oltp" = 1 ]; then
 		( cd "$dir" && pgb -c "$CLIENTS" -j "$CLIENTS" -T "$DUR" ${rate:+-R "$rate"} -l --log-prefix=oltp \
