@@ -23,7 +23,8 @@
  * (heap_blks_scanned while scanning the heap), which the worker copies
  * into shared memory each housekeeping round (pce_publish_vacuum_blocks):
  * a backend reads that copy, not the backends' status, whose snapshot a
- * transaction keeps.
+ * transaction keeps, and uses a block only while its VACUUM still runs
+ * (still_vacuuming).
  *
  * Only scans that would be synchronized anyway move (heapam's rule:
  * synchronize_seqscans on, a table larger than a quarter of
@@ -43,6 +44,8 @@
 #include "nodes/execnodes.h"
 #include "nodes/nodeFuncs.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/bufmgr.h"
 #include "utils/acl.h"
 #include "utils/backend_progress.h"
@@ -59,6 +62,22 @@
 #define REPORT_TRIES			3
 /* a copy older than this is the worker's before it stopped: ignored */
 #define VACUUM_BLOCKS_MAX_AGE_MS	2000
+
+/*
+ * Is the VACUUM the worker saw still vacuuming?  Its copy is up to a round
+ * old: the VACUUM may have ended since (a scan right after a VACUUM then
+ * started at the block the VACUUM had been at).  A lazy VACUUM's process
+ * has PROC_IN_VACUUM while it vacuums a relation, cleared when that ends
+ * (an ANALYZE after it runs without).  Read without a lock: a moment's
+ * staleness costs only a scan's starting place.
+ */
+static bool
+still_vacuuming(const PceVacuumBlock *v)
+{
+	PGPROC	   *proc = GetPGProcByNumber(v->procno);
+
+	return proc->pid == v->pid && (proc->statusFlags & PROC_IN_VACUUM) != 0;
+}
 
 /* The block a VACUUM of this backend's database's relid is at, if any. */
 static bool
@@ -80,7 +99,7 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 	{
 		const PceVacuumBlock *v = &pce_shared->vacuums[i];
 
-		if (v->relid == relid && v->dboid == MyDatabaseId)
+		if (v->relid == relid && v->dboid == MyDatabaseId && still_vacuuming(v))
 		{
 			*block = v->block;
 			found = true;
@@ -191,10 +210,16 @@ pce_publish_vacuum_blocks(int nbackends)
 	{
 		LocalPgBackendStatus *local = pce_local_beentry(i);
 		PgBackendStatus *be = local ? &local->backendStatus : NULL;
+		PGPROC	   *proc;
 
 		if (be == NULL || be->st_progress_command != PROGRESS_COMMAND_VACUUM ||
 			be->st_progress_param[PROGRESS_VACUUM_PHASE] != PROGRESS_VACUUM_PHASE_SCAN_HEAP)
 			continue;
+		proc = BackendPidGetProc(be->st_procpid);
+		if (proc == NULL)
+			continue;			/* gone already */
+		found[nfound].pid = be->st_procpid;
+		found[nfound].procno = PCE_PROCNO(proc);
 		found[nfound].dboid = be->st_databaseid;
 		found[nfound].relid = be->st_progress_command_target;
 		found[nfound].block = (BlockNumber) be->st_progress_param[PROGRESS_VACUUM_HEAP_BLKS_SCANNED];

@@ -130,6 +130,8 @@ typedef struct PceScanSlot
 /* Where a VACUUM scanning a heap is, as the worker last saw it (lap_start.c). */
 typedef struct PceVacuumBlock
 {
+	int			pid;			/* the VACUUM's process, with its pgprocno */
+	int			procno;
 	Oid			dboid;
 	Oid			relid;
 	BlockNumber block;			/* heap_blks_scanned */

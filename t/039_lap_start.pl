@@ -87,16 +87,20 @@ ok($at >= $before - $slack && $at <= $after + 1,
 	"a marked COPY TO starts beside the VACUUM: block $at (g $g), the VACUUM at $before .. $after");
 is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'scans_joined_vacuum counted it');
 
-$node->safe_psql('postgres', 'SELECT pg_cancel_backend(pid) FROM pg_stat_progress_vacuum');
-$vacuum->quit;
-
-# once no VACUUM runs, a marked scan starts where synchronized scans say:
-# where the scans before it left the location, not at a VACUUM's old block
+# Right after the VACUUM ends, before the worker's next round (its copy of
+# the VACUUM's block is up to 250 ms old), a marked scan starts where
+# synchronized scans say: where the unmarked scan just before did, not at
+# the block the VACUUM had got to (which is further on by then).
+sleep 2;
 my $left = first_block('SET pg_cache_ext.scan = off');
-sleep 1;    # a worker round past the VACUUM's end
-is(first_block('SET pg_cache_ext.scan = on'), $left,
-	"with the VACUUM gone a marked scan starts where the unmarked one did (block $left)");
+my $gone_at = vacuum_block();
+$node->safe_psql('postgres', 'SELECT pg_cancel_backend(pid) FROM pg_stat_progress_vacuum');
+ok(wait_until(sub { vacuum_block() eq '' }, 30), "the VACUUM is cancelled at block $gone_at");
+my $right_after = first_block('SET pg_cache_ext.scan = on');
+is($right_after, $left,
+	"a marked scan right after the VACUUM starts where the unmarked one did (block $left), not near $gone_at");
 is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'and is not counted');
+$vacuum->quit;
 
 $node->stop;
 done_testing();
