@@ -109,14 +109,16 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 	return found;
 }
 
-/* heapam's rule for a synchronized scan (initscan), less the scan's flags */
+/*
+ * heapam's rule for a synchronized scan (initscan), less the scan's flags
+ * and synchronize_seqscans, which the caller checked first
+ */
 static bool
-scan_would_synchronize(Relation rel)
+scan_would_synchronize(Relation rel, BlockNumber nblocks)
 {
-	return synchronize_seqscans &&
-		RELKIND_HAS_STORAGE(rel->rd_rel->relkind) &&
+	return RELKIND_HAS_STORAGE(rel->rd_rel->relkind) &&
 		!RelationUsesLocalBuffers(rel) &&
-		RelationGetNumberOfBlocks(rel) > (BlockNumber) (NBuffers / 4);
+		nblocks > (BlockNumber) (NBuffers / 4);
 }
 
 /*
@@ -131,11 +133,12 @@ start_at_vacuum(Relation rel)
 	BlockNumber nblocks;
 
 	if (rel == NULL || !synchronize_seqscans ||
-		!vacuum_block_of(RelationGetRelid(rel), &block) || !scan_would_synchronize(rel))
+		!vacuum_block_of(RelationGetRelid(rel), &block) ||
+		!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
 		return;
-	/* a VACUUM past the heap's end (rel_pages) is done with the heap */
 	nblocks = RelationGetNumberOfBlocks(rel);
-	if (block >= nblocks)
+	/* a VACUUM past the heap's end (rel_pages) is done with the heap */
+	if (!scan_would_synchronize(rel, nblocks) || block >= nblocks)
 		return;
 	block -= block % SYNC_SCAN_BLOCKS;
 	for (int tries = 0; tries < REPORT_TRIES; tries++)
