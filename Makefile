@@ -29,7 +29,8 @@ OBJS = \
 	src/scan_commands.o
 
 EXTENSION = pg_cache_ext
-DATA = pg_cache_ext--1.0.sql pg_cache_ext--1.1.sql pg_cache_ext--1.0--1.1.sql
+DATA = pg_cache_ext--1.0.sql pg_cache_ext--1.1.sql pg_cache_ext--1.0--1.1.sql \
+	pg_cache_ext--1.1--1.2.sql
 PGFILEDESC = "pg_cache_ext - keep scans from flushing the page cache"
 
 REGRESS = setup status guc functions views upgrade

@@ -156,7 +156,8 @@ install_packages() {
 	ok "the packages install: $(dpkg-query -W -f='${Package} ${Version}, ' 'postgresql-*-cache-ext' pg-cache-ext-loader)"
 	check "the module, the extension's files and the loader are the packages' files" \
 		dpkg -S "$($PG_CONFIG --pkglibdir)/pg_cache_ext.so" "$($PG_CONFIG --sharedir)/extension/pg_cache_ext.control" \
-		"$($PG_CONFIG --sharedir)/extension/pg_cache_ext--1.0--1.1.sql" /usr/sbin/pg_cache_ext_loader \
+		"$($PG_CONFIG --sharedir)/extension/pg_cache_ext--1.0--1.1.sql" \
+		"$($PG_CONFIG --sharedir)/extension/pg_cache_ext--1.1--1.2.sql" /usr/sbin/pg_cache_ext_loader \
 		"$($PG_CONFIG --bindir)/pg_cache_ext_loader"
 	check "the postgresql@.service drop-in and the exporter's queries file are installed" \
 		test -f "$(dpkg -L pg-cache-ext-loader | grep 'postgresql@.service.d/.*\.conf$' | head -1)" -a \

@@ -1,6 +1,6 @@
--- ALTER EXTENSION pg_cache_ext UPDATE from 1.0 gives the objects of a fresh
--- 1.1 install (setup.sql made one): the same members, each with the same
--- definition, columns, privileges and comment.
+-- ALTER EXTENSION pg_cache_ext UPDATE, from 1.0 and from 1.1, gives the
+-- objects of a fresh 1.2 install (setup.sql made one): the same members, each
+-- with the same definition, columns, privileges and comment.
 CREATE VIEW pce_ext_objects AS
 SELECT pg_describe_object(d.classid, d.objid, d.objsubid) AS object,
        CASE d.classid
@@ -35,13 +35,41 @@ ALTER EXTENSION pg_cache_ext UPDATE;
 SELECT extversion AS updated_version FROM pg_extension WHERE extname = 'pg_cache_ext';
 
 -- no difference either way
+CREATE VIEW pce_differences AS
 (SELECT 'only fresh' AS side, * FROM pce_fresh EXCEPT SELECT 'only fresh', * FROM pce_ext_objects)
 UNION ALL
-(SELECT 'only updated', * FROM pce_ext_objects EXCEPT SELECT 'only updated', * FROM pce_fresh)
-ORDER BY 1, 2;
+(SELECT 'only updated', * FROM pce_ext_objects EXCEPT SELECT 'only updated', * FROM pce_fresh);
+SELECT * FROM pce_differences ORDER BY 1, 2;
+
+-- From 1.1 as the module of 1.1 made it: its pg_stat_cache_ext has no column
+-- scans_joined_vacuum (the view takes its columns from the module's counters
+-- when it is created); the update makes the view again with it.
+DROP EXTENSION pg_cache_ext;
+CREATE EXTENSION pg_cache_ext VERSION '1.1';
+DO $$
+DECLARE
+	definition text := pg_get_viewdef('pg_stat_cache_ext');
+BEGIN
+	ALTER EXTENSION pg_cache_ext DROP VIEW pg_stat_cache_ext;
+	DROP VIEW pg_stat_cache_ext;
+	EXECUTE 'CREATE VIEW pg_stat_cache_ext AS '
+		|| regexp_replace(definition, '\s*[^,]*\mAS scans_joined_vacuum,', '');
+	ALTER EXTENSION pg_cache_ext ADD VIEW pg_stat_cache_ext;
+	COMMENT ON VIEW pg_stat_cache_ext IS 'as 1.1 made it';
+	GRANT SELECT ON pg_stat_cache_ext TO PUBLIC;
+END
+$$;
+SELECT count(*) AS columns_scans_joined_vacuum_in_1_1
+  FROM pg_attribute WHERE attrelid = 'pg_stat_cache_ext'::regclass AND attname = 'scans_joined_vacuum';
+ALTER EXTENSION pg_cache_ext UPDATE;
+SELECT extversion AS updated_version FROM pg_extension WHERE extname = 'pg_cache_ext';
+SELECT count(*) AS columns_scans_joined_vacuum_in_1_2
+  FROM pg_attribute WHERE attrelid = 'pg_stat_cache_ext'::regclass AND attname = 'scans_joined_vacuum';
+SELECT * FROM pce_differences ORDER BY 1, 2;
 
 -- and the updated views work
 SELECT count(*) AS stats_rows FROM pg_stat_cache_ext;
 SELECT count(*) >= 0 AS scans_readable FROM pg_stat_cache_ext_scans;
+DROP VIEW pce_differences;
 DROP TABLE pce_fresh;
 DROP VIEW pce_ext_objects;

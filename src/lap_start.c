@@ -145,7 +145,10 @@ start_at_vacuum(Relation rel)
 	{
 		ss_report_location(rel, block);
 		if (ss_get_location(rel, nblocks) == block)
+		{
+			pce_count(PCE_USTAT_SCANS_JOINED_VACUUM, 1);
 			return;
+		}
 	}
 }
 

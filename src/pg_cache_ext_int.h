@@ -88,6 +88,7 @@ extern bool pce_scans_join_vacuum;
 	X(FILES_NOT_FOUND, "files_not_found") \
 	X(DROP_ERRORS, "drop_errors") \
 	X(BYTES_PROMOTED, "bytes_promoted") \
+	X(SCANS_JOINED_VACUUM, "scans_joined_vacuum")	/* new in 1.2 */ \
 	X(BYTES_WAITING, "bytes_waiting")	/* a gauge: scan pages still cached after \
 										 * a drop (dirty or in use) */ \
 	X(BYTES_HELD_FOR_SIBLINGS, "bytes_held_for_siblings")	/* a gauge: scan pages in the \

@@ -57,18 +57,21 @@ my $slack = 16 + $pace;
 note("the VACUUM reads $pace blocks a second; a scan may start up to $slack blocks behind it");
 cmp_ok($pace, '<', $blocks / 20, 'the VACUUM is slow enough to be found');
 
+my $joined0 = stat_value($node, 'scans_joined_vacuum');
 is(first_block('SET pg_cache_ext.scan = off'), 0,
 	'an unmarked scan starts where synchronized scans say: block 0');
 is(first_block('SET pg_cache_ext.scan = on; SET pg_cache_ext.scans_join_vacuum = off'), 0,
 	'a marked scan with scans_join_vacuum off starts at block 0');
 is(first_block('SET pg_cache_ext.scan = on; SET synchronize_seqscans = off'), 0,
 	'a marked scan with synchronize_seqscans off (as pg_dump) starts at block 0');
+is(stat_value($node, 'scans_joined_vacuum'), $joined0, 'scans_joined_vacuum counted none of them');
 
 my $before = vacuum_block();
 my $at = first_block('SET pg_cache_ext.scan = on');
 my $after = vacuum_block();
 ok($at >= $before - $slack && $at <= $after + 1,
 	"a marked SELECT starts beside the VACUUM: block $at, the VACUUM at $before .. $after");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 1, 'scans_joined_vacuum counted it');
 
 my $file = $PostgreSQL::Test::Utils::tmp_check . '/big.copy';
 $before = vacuum_block();
@@ -82,6 +85,7 @@ $at = block_of_ctid($node->safe_psql('postgres',
 	"SET pg_cache_ext.scan = off; SELECT ctid FROM big WHERE g = $g"));
 ok($at >= $before - $slack && $at <= $after + 1,
 	"a marked COPY TO starts beside the VACUUM: block $at (g $g), the VACUUM at $before .. $after");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'scans_joined_vacuum counted it');
 
 # Right after the VACUUM ends, before the worker's next round (its copy of
 # the VACUUM's block is up to 250 ms old), a marked scan starts where
@@ -95,6 +99,7 @@ ok(wait_until(sub { vacuum_block() eq '' }, 30), "the VACUUM is cancelled at blo
 my $right_after = first_block('SET pg_cache_ext.scan = on');
 is($right_after, $left,
 	"a marked scan right after the VACUUM starts where the unmarked one did (block $left), not near $gone_at");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'and is not counted');
 $vacuum->quit;
 
 $node->stop;
