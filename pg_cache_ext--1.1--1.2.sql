@@ -6,9 +6,26 @@
 -- 1.2: the module counts scans_joined_vacuum (marked scans started where a
 -- VACUUM of their table was: pg_cache_ext.scans_join_vacuum).  The columns of
 -- pg_stat_cache_ext were fixed when 1.1 was created, by the module of that
--- time, so the view is made again from this module's cache_ext_stats().  A
--- view of the user's own built on it has to be dropped first (the DROP says
--- which), as for any view an update script remakes.
+-- time, so the view is made again, whole, from this module's
+-- cache_ext_stats(): it gains every counter the module has (a 1.1 made by an
+-- early 1.1 module lacks others too).  The view made again has the grant and
+-- comment of a fresh install: grants or a comment of the site's own are to be
+-- made again after the update.  Objects that use the view or its row type (a
+-- view, a function returning it) stop the DROP, which names them: drop them,
+-- update, make them again.
+
+-- The view is made from the module the server has loaded: one installed but
+-- not yet loaded (a package upgraded, the server not restarted) would give a
+-- 1.2 without the new column, and no update left to mend it.
+DO $check$
+BEGIN
+	IF NOT EXISTS (SELECT FROM cache_ext_stats() WHERE name = 'scans_joined_vacuum') THEN
+		RAISE EXCEPTION 'the server runs an older pg_cache_ext module, without the counters of extension version 1.2'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'Restart the server after installing pg_cache_ext, then run ALTER EXTENSION pg_cache_ext UPDATE.';
+	END IF;
+END
+$check$;
 
 DROP VIEW pg_stat_cache_ext;
 

@@ -61,6 +61,31 @@ END
 $$;
 SELECT count(*) AS columns_scans_joined_vacuum_in_1_1
   FROM pg_attribute WHERE attrelid = 'pg_stat_cache_ext'::regclass AND attname = 'scans_joined_vacuum';
+
+-- With the 1.1 module still loaded (a package upgraded, the server not yet
+-- restarted), the update stops and says why, and 1.1 stays: here
+-- cache_ext_stats() answers as that module did, without the new counter.
+CREATE FUNCTION pce_module_stats(OUT name text, OUT value bigint) RETURNS SETOF record
+  AS '$libdir/pg_cache_ext', 'cache_ext_stats' LANGUAGE C STRICT;
+CREATE OR REPLACE FUNCTION cache_ext_stats(OUT name text, OUT value bigint) RETURNS SETOF record
+  LANGUAGE sql AS $$ SELECT * FROM pce_module_stats() WHERE name <> 'scans_joined_vacuum' $$;
+DO $$
+DECLARE
+	hint text;
+BEGIN
+	ALTER EXTENSION pg_cache_ext UPDATE;
+	RAISE NOTICE 'updated';
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+	GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+	RAISE NOTICE 'refused: % (hint: %)', SQLERRM, hint;
+END
+$$;
+SELECT extversion AS version_after_refused_update FROM pg_extension WHERE extname = 'pg_cache_ext';
+CREATE OR REPLACE FUNCTION cache_ext_stats(OUT name text, OUT value bigint) RETURNS SETOF record
+  AS '$libdir/pg_cache_ext', 'cache_ext_stats' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+DROP FUNCTION pce_module_stats();
+
+-- the server restarted with the new module
 ALTER EXTENSION pg_cache_ext UPDATE;
 SELECT extversion AS updated_version FROM pg_extension WHERE extname = 'pg_cache_ext';
 SELECT count(*) AS columns_scans_joined_vacuum_in_1_2
