@@ -111,13 +111,13 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 
 /*
  * heapam's rule for a synchronized scan (initscan), less the scan's flags
- * and synchronize_seqscans, which the caller checked first
+ * and what the caller checked first: synchronize_seqscans, and storage (it
+ * needs it for nblocks)
  */
 static bool
 scan_would_synchronize(Relation rel, BlockNumber nblocks)
 {
-	return RELKIND_HAS_STORAGE(rel->rd_rel->relkind) &&
-		!RelationUsesLocalBuffers(rel) &&
+	return !RelationUsesLocalBuffers(rel) &&
 		nblocks > (BlockNumber) (NBuffers / 4);
 }
 
