@@ -38,8 +38,10 @@
 /* 16 renamed RelFileNode to RelFileLocator */
 #if PG_VERSION_NUM >= 160000
 #define PCE_REL_FILE(rel) ((rel)->rd_locator)
+#define PCE_REL_NUMBER(rel) ((rel)->rd_locator.relNumber)
 #else
 #define PCE_REL_FILE(rel) ((rel)->rd_node)
+#define PCE_REL_NUMBER(rel) ((rel)->rd_node.relNode)
 #endif
 
 /*

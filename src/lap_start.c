@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * lap_start.c
- *		A marked synchronized scan that starts while a VACUUM of its table
- *		scans the heap starts where the VACUUM is.
+ *		A marked synchronized scan that starts while a VACUUM or a marked
+ *		COPY TO of its table reads it starts where that reader is.
  *
  * Readers of one table share what one of them reads only while they read
  * near each other: the evictor keeps the pages a sibling has yet to read
@@ -11,26 +11,32 @@
  * A synchronized scan (SeqScan, COPY TO) starts where the latest one of
  * its table reported itself (ss_get_location); a VACUUM always starts at
  * the table's first block, and so does pg_dump's COPY (pg_dump turns
- * synchronized scans off).  A VACUUM seldom meets the scans then, and it is
- * slower than they are: in bench/siblings.sh with 8 MB read-ahead it read
- * 521-524 MB of the 1 GB table from disk by itself.
+ * synchronized scans off).  Such a reader seldom meets the scans then: in
+ * bench/siblings.sh with 8 MB read-ahead a VACUUM read 521-524 MB of the
+ * 1 GB table from disk by itself, and with a 3 GB table a pg_dump took
+ * 2.5 times as long as without the extension, reading alone while the
+ * count(*)s read hundreds of MB ahead of it.
  *
- * So a marked scan about to start reports the block the VACUUM of its
+ * So a marked scan about to start reports the block such a reader of its
  * table is at as the table's synchronized-scan location, and starts
- * there: at most a worker round behind the VACUUM, reading what it just
- * read from the cache, then ahead of it with it.  A VACUUM cannot move;
- * the scans can.  The VACUUMs' blocks come from their progress
- * (heap_blks_scanned while scanning the heap), which the worker copies
- * into shared memory each housekeeping round (pce_publish_vacuum_blocks):
- * a backend reads that copy, not the backends' status, whose snapshot a
- * transaction keeps, and uses a block only while its VACUUM still runs
- * (still_vacuuming).
+ * there: at most a worker round behind it, reading what it just read from
+ * the cache, then ahead of it with it.  A VACUUM or pg_dump's COPY cannot
+ * move; the scans can.  A VACUUM comes first: it is the slower.
+ *
+ * The worker copies into shared memory, each housekeeping round, the
+ * blocks the VACUUMs scanning a heap are at, from their progress
+ * (heap_blks_scanned; pce_publish_vacuum_blocks), and the blocks the
+ * marked COPY TO statements last read, from the tracker's positions
+ * (sibling.c; pce_publish_copy_blocks, stock mechanism only).  A backend
+ * reads that copy, not the backends' status, whose snapshot a transaction
+ * keeps, and uses a block only while its reader still runs
+ * (still_vacuuming, still_copying).
  *
  * Only scans that would be synchronized anyway move (heapam's rule:
  * synchronize_seqscans on, a table larger than a quarter of
- * shared_buffers), and only with pg_cache_ext.scans_join_vacuum on.  Their
- * rows come in no fixed order, as PostgreSQL documents for synchronized
- * scans.
+ * shared_buffers), and only with pg_cache_ext.scans_join_vacuum or
+ * pg_cache_ext.scans_join_copy on.  Their rows come in no fixed order, as
+ * PostgreSQL documents for synchronized scans.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,7 +67,7 @@
 /* reports of a scan's start before giving up (syncscan.c may drop one) */
 #define REPORT_TRIES			3
 /* a copy older than this is the worker's before it stopped: ignored */
-#define VACUUM_BLOCKS_MAX_AGE_MS	2000
+#define READER_BLOCKS_MAX_AGE_MS	2000
 
 /*
  * Is the VACUUM the worker saw still vacuuming?  Its copy is up to a round
@@ -90,7 +96,7 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 		return false;
 	LWLockAcquire(pce_shared->lock, LW_SHARED);
 	if (TimestampDifferenceExceeds(pce_shared->vacuums_at, GetCurrentTimestamp(),
-								   VACUUM_BLOCKS_MAX_AGE_MS))
+								   READER_BLOCKS_MAX_AGE_MS))
 	{
 		LWLockRelease(pce_shared->lock);
 		return false;
@@ -102,6 +108,55 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 		if (v->relid == relid && v->dboid == MyDatabaseId && still_vacuuming(v))
 		{
 			*block = v->block;
+			found = true;
+		}
+	}
+	LWLockRelease(pce_shared->lock);
+	return found;
+}
+
+/*
+ * Is the COPY the worker saw still marked as that COPY?  As for a VACUUM,
+ * its copy is up to a round old; read without a lock.
+ */
+static bool
+still_copying(const PceCopyBlock *c)
+{
+	const PceScanSlot *slot;
+
+	if (c->procno < 0 || c->procno >= pce_shared->nslots)
+		return false;
+	slot = &pce_shared->slots[c->procno];
+	return slot->pid == c->pid && slot->holders != 0 &&
+		slot->reason == PCE_REASON_COPY_TO && slot->relid == c->relid;
+}
+
+/*
+ * The block a marked COPY TO of relid in this database reads, if any: of
+ * rel's own file when rel is given (not its TOAST table's).
+ */
+static bool
+copy_block_of(Oid relid, Relation rel, BlockNumber *block)
+{
+	bool		found = false;
+
+	if (!pce_shared || pce_shared->ncopies == 0)
+		return false;
+	LWLockAcquire(pce_shared->lock, LW_SHARED);
+	if (TimestampDifferenceExceeds(pce_shared->copies_at, GetCurrentTimestamp(),
+								   READER_BLOCKS_MAX_AGE_MS))
+	{
+		LWLockRelease(pce_shared->lock);
+		return false;
+	}
+	for (int i = 0; i < pce_shared->ncopies && !found; i++)
+	{
+		const PceCopyBlock *c = &pce_shared->copies[i];
+
+		if (c->relid == relid && c->dboid == MyDatabaseId &&
+			(rel == NULL || c->relfilenode == PCE_REL_NUMBER(rel)) && still_copying(c))
+		{
+			*block = c->block;
 			found = true;
 		}
 	}
@@ -122,19 +177,34 @@ scan_would_synchronize(Relation rel, BlockNumber nblocks)
 }
 
 /*
- * A synchronized scan of rel about to start: start it where its VACUUM is.
- * syncscan.c drops a report when its lock is busy, so the location is read
- * back (as the scan will read it) and reported again if it did not take.
+ * The reader of rel that a synchronized scan of it starts beside, if any:
+ * its block, and whether it is a VACUUM.
+ */
+static bool
+reader_to_join(Relation rel, BlockNumber *block, bool *is_vacuum)
+{
+	Oid			relid = RelationGetRelid(rel);
+
+	*is_vacuum = pce_scans_join_vacuum && vacuum_block_of(relid, block);
+	return *is_vacuum || (pce_scans_join_copy && copy_block_of(relid, rel, block));
+}
+
+/*
+ * A synchronized scan of rel about to start: start it where its VACUUM or
+ * its marked COPY is.  syncscan.c drops a report when its lock is busy, so
+ * the location is read back (as the scan will read it) and reported again
+ * if it did not take.
  */
 static void
-start_at_vacuum(Relation rel)
+start_beside_reader(Relation rel)
 {
 	BlockNumber block;
 	BlockNumber nblocks;
+	bool		is_vacuum;
 
 	if (rel == NULL || !synchronize_seqscans ||
-		!vacuum_block_of(RelationGetRelid(rel), &block) ||
-		!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
+		!RELKIND_HAS_STORAGE(rel->rd_rel->relkind) ||
+		!reader_to_join(rel, &block, &is_vacuum))
 		return;
 	nblocks = RelationGetNumberOfBlocks(rel);
 	/* a VACUUM past the heap's end (rel_pages) is done with the heap */
@@ -146,7 +216,8 @@ start_at_vacuum(Relation rel)
 		ss_report_location(rel, block);
 		if (ss_get_location(rel, nblocks) == block)
 		{
-			pce_count(PCE_USTAT_SCANS_JOINED_VACUUM, 1);
+			if (is_vacuum)
+				pce_count(PCE_USTAT_SCANS_JOINED_VACUUM, 1);
 			return;
 		}
 	}
@@ -158,7 +229,7 @@ lap_start_walker(PlanState *ps, void *context)
 	if (ps == NULL)
 		return false;
 	if (IsA(ps, SeqScanState))
-		start_at_vacuum(((ScanState *) ps)->ss_currentRelation);
+		start_beside_reader(((ScanState *) ps)->ss_currentRelation);
 	return planstate_tree_walker(ps, lap_start_walker, context);
 }
 
@@ -169,13 +240,13 @@ lap_start_walker(PlanState *ps, void *context)
 void
 pce_lap_start_plan(PlanState *planstate)
 {
-	if (pce_scans_join_vacuum && planstate)
+	if ((pce_scans_join_vacuum || pce_scans_join_copy) && planstate)
 		(void) lap_start_walker(planstate, NULL);
 }
 
 /*
  * A marked COPY relid TO, before it runs.  The relation is opened only if a
- * VACUUM of it is running, for a user who may read it (COPY checks again),
+ * VACUUM or another marked COPY of it is running, for a user who may read it (COPY checks again),
  * and only if its lock is free: this neither waits nor fails the COPY (a
  * relation dropped meanwhile is COPY's to report).  The lock is COPY's
  * own, taken a moment early.
@@ -187,15 +258,16 @@ pce_lap_start_copy(Oid relid)
 	bool		is_missing = false;
 	Relation	rel;
 
-	if (!pce_scans_join_vacuum || !synchronize_seqscans || !OidIsValid(relid) ||
-		!vacuum_block_of(relid, &block) ||
+	if (!synchronize_seqscans || !OidIsValid(relid) ||
+		!((pce_scans_join_vacuum && vacuum_block_of(relid, &block)) ||
+		  (pce_scans_join_copy && copy_block_of(relid, NULL, &block))) ||
 		pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &is_missing) != ACLCHECK_OK ||
 		!ConditionalLockRelationOid(relid, AccessShareLock))
 		return;
 	rel = try_table_open(relid, NoLock);
 	if (rel == NULL)
 		return;
-	start_at_vacuum(rel);
+	start_beside_reader(rel);
 	table_close(rel, NoLock);
 }
 
@@ -232,5 +304,33 @@ pce_publish_vacuum_blocks(int nbackends)
 	memcpy(pce_shared->vacuums, found, nfound * sizeof(PceVacuumBlock));
 	pce_shared->nvacuums = nfound;
 	pce_shared->vacuums_at = GetCurrentTimestamp();
+	LWLockRelease(pce_shared->lock);
+}
+
+/*
+ * Worker: copy the blocks the marked COPY TO statements read, as the
+ * evictor's latest positions have them (none under the cache_ext policy,
+ * which keeps no positions).
+ */
+void
+pce_publish_copy_blocks(void)
+{
+	PceCopyBlock found[PCE_MAX_COPIES];
+	int			nplaces = pce_sibling_copy_places(found, PCE_MAX_COPIES);
+	int			nfound = 0;
+
+	for (int i = 0; i < nplaces; i++)
+	{
+		PGPROC	   *proc = BackendPidGetProc(found[i].pid);
+
+		if (proc == NULL)
+			continue;			/* gone already */
+		found[nfound] = found[i];
+		found[nfound++].procno = PCE_PROCNO(proc);
+	}
+	LWLockAcquire(pce_shared->lock, LW_EXCLUSIVE);
+	memcpy(pce_shared->copies, found, nfound * sizeof(PceCopyBlock));
+	pce_shared->ncopies = nfound;
+	pce_shared->copies_at = GetCurrentTimestamp();
 	LWLockRelease(pce_shared->lock);
 }

@@ -45,6 +45,7 @@ char	   *pce_scan_commands = NULL;
 int			pce_scan_commands_mask = 0;
 bool		pce_mark_autovacuum = true;
 bool		pce_scans_join_vacuum = true;
+bool		pce_scans_join_copy = true;
 bool		pce_mark_basebackup = true;
 int			pce_session_scan = PCE_SCAN_AUTO;
 int			pce_scan_budget_mb = 32;
@@ -221,6 +222,12 @@ define_marking_gucs(void)
 							 "Start a marked synchronized scan where a VACUUM of its table is reading.",
 							 "Scans reading beside a VACUUM share its reads within the scan budget.",
 							 &pce_scans_join_vacuum, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pg_cache_ext.scans_join_copy",
+							 "Start a marked synchronized scan where a marked COPY TO of its table is reading.",
+							 "pg_dump's COPY reads from the first block, unsynchronized; scans beside it share its reads within the scan budget.",
+							 &pce_scans_join_copy, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
 

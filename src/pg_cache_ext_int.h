@@ -25,8 +25,8 @@
  *					reader of the same relation has passed them
  *	read_ahead.c	the disks' read-ahead, which the evictor leaves to the
  *					readers
- *	lap_start.c		marked synchronized scans start where a VACUUM of their
- *					table is
+ *	lap_start.c		marked synchronized scans start where a VACUUM or a
+ *					marked COPY TO of their table is
  *	shared_buffers.c	scan pages dirty in shared_buffers, which the evictor
  *					leaves cached until PostgreSQL wrote them back
  *
@@ -71,6 +71,7 @@ extern bool pce_promote_on_access;
 extern bool pce_drop_unread_wal_enabled;
 extern int	pce_scan_min_percent;
 extern bool pce_scans_join_vacuum;
+extern bool pce_scans_join_copy;
 
 /*
  * Counters kept by the module itself (the BPF programs keep theirs in the
@@ -140,6 +141,23 @@ typedef struct PceVacuumBlock
 /* VACUUMs followed at once (autovacuum_max_workers is 3 by default) */
 #define PCE_MAX_VACUUMS		16
 
+/*
+ * Where a marked COPY TO reads a relation fork, as the worker last saw it
+ * (lap_start.c, from sibling.c's positions): its heap, or its TOAST table.
+ */
+typedef struct PceCopyBlock
+{
+	int			pid;			/* the COPY's process, with its pgprocno */
+	int			procno;
+	Oid			dboid;
+	Oid			relid;			/* the relation copied (the mark's) */
+	uint32		relfilenode;	/* the relation fork it reads there */
+	BlockNumber block;
+} PceCopyBlock;
+
+/* places of COPYs followed at once (a heap and its TOAST table are two) */
+#define PCE_MAX_COPIES		16
+
 /* a kernel probe's result, kept in shared memory (0 until probed) */
 typedef enum PceKernelProbe
 {
@@ -150,7 +168,8 @@ typedef enum PceKernelProbe
 
 typedef struct PceShared
 {
-	LWLock	   *lock;			/* protects slots[], vacuums[] and the worker fields */
+	LWLock	   *lock;			/* protects slots[], vacuums[], copies[] and the
+								 * worker fields */
 	pg_atomic_uint64 ustats[PCE_USTAT__COUNT];
 	pg_atomic_uint64 marks_by_reason[PCE_REASON__COUNT];
 	TimestampTz stats_reset;
@@ -163,6 +182,9 @@ typedef struct PceShared
 	TimestampTz vacuums_at;		/* when the worker wrote vacuums[] */
 	int			nvacuums;
 	PceVacuumBlock vacuums[PCE_MAX_VACUUMS];
+	TimestampTz copies_at;		/* when the worker wrote copies[] */
+	int			ncopies;
+	PceCopyBlock copies[PCE_MAX_COPIES];
 	int			nslots;
 	PceScanSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } PceShared;
@@ -257,6 +279,7 @@ struct PlanState;
 extern void pce_lap_start_plan(struct PlanState *planstate);
 extern void pce_lap_start_copy(Oid relid);
 extern void pce_publish_vacuum_blocks(int nbackends);
+extern void pce_publish_copy_blocks(void);
 
 /* worker.c */
 extern void pce_worker_register(void);
@@ -317,6 +340,7 @@ typedef enum PceScanPagesUse
 extern PceScanPagesUse pce_sibling_use(const PceRelationFile *file, uint64 start, uint32 npages,
 									   uint64 *pages_away);
 extern int	pce_sibling_readers(void);
+extern int	pce_sibling_copy_places(PceCopyBlock *out, int max);
 extern bool pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, uint32 npages,
 								   uint64 reach_pages);
 

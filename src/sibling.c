@@ -95,6 +95,7 @@ typedef struct SiblingReader
 	__u32		pid;
 	uint64		start_ticks;
 	uint64		marked_at_us;	/* which statement of that process */
+	struct pce_scan_mark mark;	/* its mark: why, which relation (lap_start.c) */
 	ReaderPlace places[PLACES_PER_READER];
 	bool		seen;			/* found by the latest refresh */
 } SiblingReader;
@@ -274,6 +275,7 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 		memset(r->places, 0, sizeof(r->places));
 		r->marked_at_us = mark.marked_at_us;
 	}
+	r->mark = mark;
 	place = reader_place(r, &rel, &fresh);
 	if (fresh)
 	{
@@ -460,6 +462,40 @@ pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, uint32 npages,
 				return true;
 		}
 	return false;
+}
+
+/*
+ * Where the live marked COPY TO statements read the main fork of a
+ * relation (their heap, or its TOAST table), for lap_start.c: up to max
+ * places into out; returns how many.
+ */
+int
+pce_sibling_copy_places(PceCopyBlock *out, int max)
+{
+	int			n = 0;
+
+	for (int i = 0; i < nreaders; i++)
+	{
+		const SiblingReader *r = &readers[i];
+
+		if (r->mark.reason != PCE_REASON_COPY_TO)
+			continue;
+		for (int j = 0; j < PLACES_PER_READER && n < max; j++)
+		{
+			const ReaderPlace *p = &r->places[j];
+
+			if (p->used == 0 || p->rel.fork != 'm')
+				continue;
+			out[n].pid = (int) r->pid;
+			out[n].procno = -1;	/* the caller's to find */
+			out[n].dboid = r->mark.dboid;
+			out[n].relid = r->mark.relid;
+			out[n].relfilenode = p->rel.relfilenode;
+			out[n].block = (BlockNumber) (p->pos * (uint64) sysconf(_SC_PAGESIZE) / BLCKSZ);
+			n++;
+		}
+	}
+	return n;
 }
 
 /* Live readers followed now (the evictor ranks what they need only for two or more). */

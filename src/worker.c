@@ -161,6 +161,7 @@ mark_background_processes(void)
 		bg_marks[i] = bg_marks[--nbg_marks];
 	}
 	pce_publish_vacuum_blocks(n);
+	pce_publish_copy_blocks();
 	pgstat_clear_backend_activity_snapshot();
 }
 

@@ -4,13 +4,17 @@
 #	and a COPY TO.  The controls start where synchronized scans say (block
 #	0 here): an unmarked scan, a marked one with
 #	pg_cache_ext.scans_join_vacuum off, and a marked one with
-#	synchronize_seqscans off (as pg_dump sets it).
+#	synchronize_seqscans off (as pg_dump sets it).  Then the same beside a
+#	marked COPY TO with synchronize_seqscans off (pg_dump's), held
+#	mid-table by its client: the controls start where synchronized scans
+#	say, and once the COPY has ended a scan no longer goes to it.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use PceTest;
+use Time::HiRes qw(usleep);
 
 my ($node, $s) = stock_node('lap_start',
 	'autovacuum' => 'off',
@@ -101,6 +105,61 @@ is($right_after, $left,
 	"a marked scan right after the VACUUM starts where the unmarked one did (block $left), not near $gone_at");
 is(stat_value($node, 'scans_joined_vacuum'), $joined0 + 2, 'and is not counted');
 $vacuum->quit;
+
+# A marked COPY TO as pg_dump runs it (synchronize_seqscans off): its client
+# reads two thirds of the rows, then stops reading, and the COPY waits on
+# its socket a little further on (what the pipe and the socket hold).
+my $copy = $node->background_psql('postgres', on_error_stop => 0);
+$copy->query_safe('SET pg_cache_ext.scan = on; SET synchronize_seqscans = off');
+my $copy_pid = $copy->query_safe('SELECT pg_backend_pid()');
+$copy->{stdout} = '';
+$copy->{run}->pump_nb;
+$copy->{stdin} .= "COPY big TO STDOUT;\n\\echo copied\n";
+my $want_bytes = 2 * $node->safe_psql('postgres',
+	"SELECT sum(length(g::text) + length(pad) + 2) FROM big") / 3;
+my $t0 = time;
+while (length($copy->{stdout}) < $want_bytes && time - $t0 < 120)
+{
+	$copy->{run}->pump_nb;
+	usleep(10_000);
+}
+# the last whole line the client has
+my ($last_g) = substr($copy->{stdout}, -10_000) =~ /\n(\d+)\t[^\n]*\n[^\n]*\z/;
+my $received = block_of_ctid($node->safe_psql('postgres',
+	"SET pg_cache_ext.scan = off; SELECT ctid FROM big WHERE g = $last_g"));
+is($node->safe_psql('postgres', "SELECT reason FROM cache_ext_scans() WHERE pid = $copy_pid"),
+	'copy_to', "the COPY is marked as a COPY TO; its client has the rows up to block $received");
+sleep 1;	# the worker's round (250 ms) and the evictor's positions
+
+# where it waits: the pipe, the socket and psql hold up to a few hundred kB
+my $ahead = 256;
+my $unmarked = first_block('SET pg_cache_ext.scan = off');
+ok($unmarked < $received - 16 || $unmarked > $received + $ahead,
+	"synchronized scans say block $unmarked, away from the COPY (block $received on)");
+is(first_block('SET pg_cache_ext.scan = on; SET pg_cache_ext.scans_join_copy = off'), $unmarked,
+	'a marked scan with scans_join_copy off starts where synchronized scans say');
+is(first_block('SET pg_cache_ext.scan = on; SET synchronize_seqscans = off'), 0,
+	'a marked scan with synchronize_seqscans off starts at block 0');
+$joined0 = stat_value($node, 'scans_joined_vacuum');
+$at = first_block('SET pg_cache_ext.scan = on');
+ok($at >= $received - 16 && $at <= $received + $ahead,
+	"a marked SELECT starts beside the COPY: block $at, its client has up to block $received");
+is(stat_value($node, 'scans_joined_vacuum'), $joined0, 'scans_joined_vacuum does not count it');
+
+# The COPY reads to its end; right after, a marked scan starts where the
+# one before left the location (block $at), not where the COPY last read.
+$t0 = time;
+while ($copy->{stdout} !~ /copied/ && time - $t0 < 120)
+{
+	$copy->{run}->pump_nb;
+	$copy->{stdout} = substr($copy->{stdout}, -100) if length($copy->{stdout}) > 1_000_000;
+	usleep(10_000);
+}
+like($copy->{stdout}, qr/copied/, 'the COPY ended');
+$unmarked = first_block('SET pg_cache_ext.scan = off');
+is(first_block('SET pg_cache_ext.scan = on'), $unmarked,
+	"a marked scan right after the COPY starts where synchronized scans say (block $unmarked)");
+$copy->quit;
 
 $node->stop;
 done_testing();
