@@ -31,7 +31,11 @@
 # Scaled down from the issue (3 GiB table, 300 MB hot table, 768 MB cgroup,
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
 # table, pgbench scale 12 (~180 MB hot set), a 448 MB cgroup, 2 clients,
-# 60 s windows, 2 rounds.  WINDOWS (default "a b r n s") runs only some
+# 60 s windows, 2 rounds.  The issue's own scale:
+#   SCALE=20 LIMIT_MB=768 CLIENTS=8 SCAN_BUDGET_MB=256 bash bench/siblings.sh \
+#       --rounds 3 --dur 120 --scan-mb 3072
+# (about 3 minutes a window: the 3 GiB table is loaded afresh for each).
+# WINDOWS (default "a b r n s") runs only some
 # of the windows ((r) and (n) need (a)); TRACE_REREAD=1 runs bench/reread.bt over
 # each window with scans (what the scans read twice, and who dropped it in
 # between), into reread.txt in its directory; POSITIONS=1 runs

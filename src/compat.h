@@ -39,9 +39,11 @@
 #if PG_VERSION_NUM >= 160000
 #define PCE_REL_FILE(rel) ((rel)->rd_locator)
 #define PCE_REL_NUMBER(rel) ((rel)->rd_locator.relNumber)
+#define PCE_REL_TABLESPACE(rel) ((rel)->rd_locator.spcOid)
 #else
 #define PCE_REL_FILE(rel) ((rel)->rd_node)
 #define PCE_REL_NUMBER(rel) ((rel)->rd_node.relNode)
+#define PCE_REL_TABLESPACE(rel) ((rel)->rd_node.spcNode)
 #endif
 
 /*

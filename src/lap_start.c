@@ -66,7 +66,7 @@
 #define SYNC_SCAN_BLOCKS		(128 * 1024 / BLCKSZ)
 /* reports of a scan's start before giving up (syncscan.c may drop one) */
 #define REPORT_TRIES			3
-/* a copy older than this is the worker's before it stopped: ignored */
+/* a copy of the readers' blocks older than this is ignored (lock_recent_copy) */
 #define READER_BLOCKS_MAX_AGE_MS	2000
 
 /*
@@ -85,6 +85,22 @@ still_vacuuming(const PceVacuumBlock *v)
 	return proc->pid == v->pid && (proc->statusFlags & PROC_IN_VACUUM) != 0;
 }
 
+/*
+ * Take the lock on the worker's copies (shared) if the copy written at
+ * *written_at is recent; a copy older than READER_BLOCKS_MAX_AGE_MS is the
+ * worker's before it stopped.  Returns whether the lock is held.
+ */
+static bool
+lock_recent_copy(const TimestampTz *written_at)
+{
+	LWLockAcquire(pce_shared->lock, LW_SHARED);
+	if (!TimestampDifferenceExceeds(*written_at, GetCurrentTimestamp(),
+									READER_BLOCKS_MAX_AGE_MS))
+		return true;
+	LWLockRelease(pce_shared->lock);
+	return false;
+}
+
 /* The block a VACUUM of this backend's database's relid is at, if any. */
 static bool
 vacuum_block_of(Oid relid, BlockNumber *block)
@@ -92,15 +108,9 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 	bool		found = false;
 
 	/* unlocked first: most statements run while no VACUUM does */
-	if (!pce_shared || pce_shared->nvacuums == 0)
+	if (!pce_shared || pce_shared->nvacuums == 0 ||
+		!lock_recent_copy(&pce_shared->vacuums_at))
 		return false;
-	LWLockAcquire(pce_shared->lock, LW_SHARED);
-	if (TimestampDifferenceExceeds(pce_shared->vacuums_at, GetCurrentTimestamp(),
-								   READER_BLOCKS_MAX_AGE_MS))
-	{
-		LWLockRelease(pce_shared->lock);
-		return false;
-	}
 	for (int i = 0; i < pce_shared->nvacuums && !found; i++)
 	{
 		const PceVacuumBlock *v = &pce_shared->vacuums[i];
@@ -116,8 +126,9 @@ vacuum_block_of(Oid relid, BlockNumber *block)
 }
 
 /*
- * Is the COPY the worker saw still marked as that COPY?  As for a VACUUM,
- * its copy is up to a round old; read without a lock.
+ * Is the process the worker saw still marked for a COPY of that table?  As
+ * for a VACUUM, the copy is up to a round old (and the positions it came
+ * from are a statement's own: sibling.c); read without a lock.
  */
 static bool
 still_copying(const PceCopyBlock *c)
@@ -132,29 +143,27 @@ still_copying(const PceCopyBlock *c)
 }
 
 /*
- * The block a marked COPY TO of relid in this database reads, if any: of
- * rel's own file when rel is given (not its TOAST table's).
+ * The block another process's marked COPY TO of relid in this database
+ * reads, if any: of rel's own file when rel is given (not its TOAST
+ * table's).
  */
 static bool
 copy_block_of(Oid relid, Relation rel, BlockNumber *block)
 {
 	bool		found = false;
 
-	if (!pce_shared || pce_shared->ncopies == 0)
+	/* unlocked first, as for a VACUUM */
+	if (!pce_shared || pce_shared->ncopies == 0 ||
+		!lock_recent_copy(&pce_shared->copies_at))
 		return false;
-	LWLockAcquire(pce_shared->lock, LW_SHARED);
-	if (TimestampDifferenceExceeds(pce_shared->copies_at, GetCurrentTimestamp(),
-								   READER_BLOCKS_MAX_AGE_MS))
-	{
-		LWLockRelease(pce_shared->lock);
-		return false;
-	}
 	for (int i = 0; i < pce_shared->ncopies && !found; i++)
 	{
 		const PceCopyBlock *c = &pce_shared->copies[i];
 
-		if (c->relid == relid && c->dboid == MyDatabaseId &&
-			(rel == NULL || c->relfilenode == PCE_REL_NUMBER(rel)) && still_copying(c))
+		if (c->relid == relid && c->dboid == MyDatabaseId && c->pid != MyProcPid &&
+			(rel == NULL || (c->spcoid == PCE_REL_TABLESPACE(rel) &&
+							 c->relfilenode == PCE_REL_NUMBER(rel))) &&
+			still_copying(c))
 		{
 			*block = c->block;
 			found = true;

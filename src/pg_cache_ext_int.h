@@ -151,12 +151,16 @@ typedef struct PceCopyBlock
 	int			procno;
 	Oid			dboid;
 	Oid			relid;			/* the relation copied (the mark's) */
-	uint32		relfilenode;	/* the relation fork it reads there */
+	Oid			spcoid;			/* the file it reads there: tablespace, number */
+	uint32		relfilenode;
 	BlockNumber block;
 } PceCopyBlock;
 
-/* places of COPYs followed at once (a heap and its TOAST table are two) */
-#define PCE_MAX_COPIES		16
+/*
+ * places of COPYs followed at once (a heap and its TOAST table are two;
+ * pg_dump --jobs runs a COPY per job)
+ */
+#define PCE_MAX_COPIES		64
 
 /* a kernel probe's result, kept in shared memory (0 until probed) */
 typedef enum PceKernelProbe

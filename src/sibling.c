@@ -257,6 +257,8 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 		return true;			/* gone meanwhile */
 	if (!pce_map_read_mark(pid, &mark) || mark.proc_start_ticks != pos.proc_start_ticks)
 		return false;			/* its process no longer scans */
+	if (pos.marked_at_us != mark.marked_at_us)
+		return true;			/* a statement before: this one has yet to read */
 	if (now_ns > pos.updated_ns &&
 		now_ns - pos.updated_ns > (uint64) POSITION_MAX_AGE_MS * 1000000)
 		return true;
@@ -473,7 +475,12 @@ int
 pce_sibling_copy_places(PceCopyBlock *out, int max)
 {
 	int			n = 0;
+	struct timespec ts;
 
+	/* none once the evictor stopped refreshing (another mechanism) */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if ((uint64) ts.tv_sec * 1000000000 + ts.tv_nsec > refreshed_ns + (uint64) READING_MS * 1000000)
+		return 0;
 	for (int i = 0; i < nreaders; i++)
 	{
 		const SiblingReader *r = &readers[i];
@@ -490,6 +497,7 @@ pce_sibling_copy_places(PceCopyBlock *out, int max)
 			out[n].procno = -1;	/* the caller's to find */
 			out[n].dboid = r->mark.dboid;
 			out[n].relid = r->mark.relid;
+			out[n].spcoid = p->rel.spcoid;
 			out[n].relfilenode = p->rel.relfilenode;
 			out[n].block = (BlockNumber) (p->pos * (uint64) sysconf(_SC_PAGESIZE) / BLCKSZ);
 			n++;
