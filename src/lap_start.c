@@ -186,14 +186,14 @@ scan_would_synchronize(Relation rel, BlockNumber nblocks)
 }
 
 /*
- * The reader of rel that a synchronized scan of it starts beside, if any:
- * its block, and whether it is a VACUUM.
+ * The reader of relid that a synchronized scan of it starts beside, if any:
+ * its block, and whether it is a VACUUM.  rel, when open, names the
+ * table's own file (a COPY also reads its TOAST table); NULL asks only
+ * whether there is one.
  */
 static bool
-reader_to_join(Relation rel, BlockNumber *block, bool *is_vacuum)
+reader_to_join(Oid relid, Relation rel, BlockNumber *block, bool *is_vacuum)
 {
-	Oid			relid = RelationGetRelid(rel);
-
 	*is_vacuum = pce_scans_join_vacuum && vacuum_block_of(relid, block);
 	return *is_vacuum || (pce_scans_join_copy && copy_block_of(relid, rel, block));
 }
@@ -213,7 +213,7 @@ start_beside_reader(Relation rel)
 
 	if (rel == NULL || !synchronize_seqscans ||
 		!RELKIND_HAS_STORAGE(rel->rd_rel->relkind) ||
-		!reader_to_join(rel, &block, &is_vacuum))
+		!reader_to_join(RelationGetRelid(rel), rel, &block, &is_vacuum))
 		return;
 	nblocks = RelationGetNumberOfBlocks(rel);
 	/* a VACUUM past the heap's end (rel_pages) is done with the heap */
@@ -255,8 +255,8 @@ pce_lap_start_plan(PlanState *planstate)
 
 /*
  * A marked COPY relid TO, before it runs.  The relation is opened only if a
- * VACUUM or another marked COPY of it is running, for a user who may read it (COPY checks again),
- * and only if its lock is free: this neither waits nor fails the COPY (a
+ * VACUUM or another marked COPY of it is running, for a user who may read
+ * it (COPY checks again), and only if its lock is free: this neither waits nor fails the COPY (a
  * relation dropped meanwhile is COPY's to report).  The lock is COPY's
  * own, taken a moment early.
  */
@@ -265,11 +265,11 @@ pce_lap_start_copy(Oid relid)
 {
 	BlockNumber block;
 	bool		is_missing = false;
+	bool		is_vacuum;
 	Relation	rel;
 
 	if (!synchronize_seqscans || !OidIsValid(relid) ||
-		!((pce_scans_join_vacuum && vacuum_block_of(relid, &block)) ||
-		  (pce_scans_join_copy && copy_block_of(relid, NULL, &block))) ||
+		!reader_to_join(relid, NULL, &block, &is_vacuum) ||
 		pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &is_missing) != ACLCHECK_OK ||
 		!ConditionalLockRelationOid(relid, AccessShareLock))
 		return;
