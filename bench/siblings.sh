@@ -23,7 +23,8 @@
 # budget, file refaults and bytes read, TPS, p99, hot set cached, and the
 # CPU time the extension's background worker used in the window; per
 # second (held.dat) the table's cache, the evictor's gauges, the disk's
-# reads and writes and the cgroup's dirty pages, and what the VACUUM read
+# reads and writes, the cgroup's dirty pages, and some of the tracker's
+# counters (record_counts), and what the VACUUM read
 # in all and from disk, wrote, and how long it slept on I/O (vacuum-io.dat).
 # With a VACUUM among the scans, each window's VACUUM has the same work:
 # the table is loaded afresh before it (prepare_vacuum_work).
@@ -42,7 +43,9 @@
 # bench/positions.sh over each window with the extension on (where each
 # marked reader read, every half second: positions.dat); VACUUM_STACKS=1
 # keeps the VACUUM's kernel stack each time it is found in D state
-# (vacuum-stacks.txt: what it waits on).  DAMON, where it pages out
+# (vacuum-stacks.txt: what it waits on); CPU=1 runs bench/cpu.py over each
+# window (cpu.dat: the CPU each role used every second, count(*)s, pg_dump,
+# VACUUM, OLTP, the worker, and how often each was waiting on the disk).  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
@@ -166,6 +169,7 @@ HOT_MB=$(q "SELECT (pg_relation_size('pgbench_accounts') + pg_relation_size('pgb
 	die "the cgroup's ${LIMIT_MB} MB leave less than 128 MB beside the ${HOT_MB} MB hot set, for (s)"
 printf '\\set aid random_zipfian(1, %d, 1.01)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n' \
 	"$NACC" > "$OUT/oltp_zipf.sql"
+PSQL_ARGS="$PGBIN/psql -X -At -h $SOCK_DIR -p $PGPORT -U postgres -d bench"
 pgb() { "$PGBIN/pgbench" -h "$SOCK_DIR" -p "$PGPORT" -U postgres -n "$@" bench; }
 now() { date +%s.%N; }
 stat_pce() { q "SELECT coalesce((SELECT value FROM cache_ext_stats() WHERE name = '$1'), 0)" 2>/dev/null || echo 0; }
@@ -180,6 +184,18 @@ worker_cpu_s() {
 gauges_mb() {
 	q "SELECT string_agg(round(value / 1048576.0, 1)::text, ' ' ORDER BY name DESC) FROM cache_ext_stats()
 	   WHERE name IN ('bytes_tracked', 'bytes_waiting', 'bytes_held_for_siblings')" 2>/dev/null || echo "- - -"
+}
+# the tracker's and the worker's counters so far (held.dat's columns
+# 10-15): records lost in a full ring, records of files the worker could
+# not name, folios promoted (touched by a process that is not scanning),
+# folios unmarked processes wrote into a file a scan reads, folios marked
+# processes inserted, and records the worker read (with the first, the
+# records still in the ring)
+RECORD_COUNTERS="records_lost files_not_found folios_promoted folios_added_for_scan folios_added_scan records_read"
+record_counts() {
+	q "SELECT string_agg(coalesce(s.value, 0)::text, ' ' ORDER BY n.i)
+	   FROM unnest(string_to_array('$RECORD_COUNTERS', ' ')) WITH ORDINALITY n(name, i)
+	   LEFT JOIN cache_ext_stats() s USING (name)" 2>/dev/null || echo "- - - - - -"
 }
 cached_mb() { q "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
 # the disk's reads and writes so far (MB, whole disk), the cgroup's dirty and
@@ -318,12 +334,14 @@ run_phase() {
 		delay=$((delay + 1))
 	done
 	( while [ "$(date +%s)" -lt "$deadline" ]; do
-		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb) $(io_mb)"; sleep 1
+		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb) $(io_mb) $(record_counts)"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
 	case " $scans " in
 		*" vacuum "*) ( [ "${VACUUM_STACKS:-0}" != 1 ] || STACKS=$dir/vacuum-stacks.txt
 			vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!" ;;
 	esac
+	[ "${CPU:-0}" != 1 ] ||
+		{ python3 "$HERE/cpu.py" "$PSQL_ARGS" "$DUR" > "$dir/cpu.dat" 2>&1 & pids="$pids $!"; }
 	[ "${POSITIONS:-0}" != 1 ] || [ "$mode" = off ] || [ -z "$scans" ] ||
 		{ bash "$HERE/positions.sh" "$PGDATA" "$PGPORT" "$SOCK_DIR" "$DUR" > "$dir/positions.dat" 2>&1 & pids="$pids $!"; }
 	BG_PIDS=$pids
