@@ -33,9 +33,12 @@
 # 8 clients, 3 rounds) to fit a shared 2-core machine: by default a 1 GiB
 # table, pgbench scale 12 (~180 MB hot set), a 448 MB cgroup, 2 clients,
 # 60 s windows, 2 rounds.  The issue's own scale:
-#   SCALE=20 LIMIT_MB=768 CLIENTS=8 SCAN_BUDGET_MB=256 bash bench/siblings.sh \
+#   SCALE=20 LIMIT_MB=768 CLIENTS=8 SCAN_BUDGET_MB=384 bash bench/siblings.sh \
 #       --rounds 3 --dur 120 --scan-mb 3072
-# (about 3 minutes a window: the 3 GiB table is loaded afresh for each).
+# (about 3 minutes a window: the 3 GiB table is loaded afresh for each; the
+# budget is what the 299 MB hot set leaves of the cgroup, less
+# shared_buffers and some headroom: with 256 MB, pg_dump read alone,
+# further than the budget behind the count(*)s, README).
 # WINDOWS (default "a b r n s") runs only some
 # of the windows ((r) and (n) need (a)); TRACE_REREAD=1 runs bench/reread.bt over
 # each window with scans (what the scans read twice, and who dropped it in
@@ -45,7 +48,8 @@
 # keeps the VACUUM's kernel stack each time it is found in D state
 # (vacuum-stacks.txt: what it waits on); CPU=1 runs bench/cpu.py over each
 # window (cpu.dat: the CPU each role used every second, count(*)s, pg_dump,
-# VACUUM, OLTP, the worker, and how often each was waiting on the disk).  DAMON, where it pages out
+# VACUUM, OLTP, the worker, how often each was waiting on the disk, and how
+# long for a CPU).  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
