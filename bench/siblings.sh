@@ -49,7 +49,9 @@
 # (vacuum-stacks.txt: what it waits on); CPU=1 runs bench/cpu.py over each
 # window (cpu.dat: the CPU each role used every second, count(*)s, pg_dump,
 # VACUUM, OLTP, the worker, how often each was waiting on the disk, and how
-# long for a CPU).  DAMON, where it pages out
+# long for a CPU); FINE=1 runs bench/cache_fine.py over each window with
+# scans (cache-fine.dat: the table's page cache every 100 ms, and its
+# maximum in the log).  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
@@ -201,6 +203,11 @@ record_counts() {
 	   FROM unnest(string_to_array('$RECORD_COUNTERS', ' ')) WITH ORDINALITY n(name, i)
 	   LEFT JOIN cache_ext_stats() s USING (name)" 2>/dev/null || echo "- - - - - -"
 }
+# the scanned table's main-fork segment files (bench/cache_fine.py's)
+scan_table_files() {
+	local rel; rel=$PGDATA/$(q "SELECT pg_relation_filepath('scan_t')")
+	ls "$rel" "$rel".[0-9]* 2>/dev/null || true
+}
 cached_mb() { q "SELECT round(cached_bytes / 1048576.0, 1) FROM cache_ext_relation_cache('$1')"; }
 # the disk's reads and writes so far (MB, whole disk), the cgroup's dirty and
 # under-writeback page cache (MB): held.dat's columns 6-9
@@ -344,6 +351,8 @@ run_phase() {
 		*" vacuum "*) ( [ "${VACUUM_STACKS:-0}" != 1 ] || STACKS=$dir/vacuum-stacks.txt
 			vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!" ;;
 	esac
+	[ "${FINE:-0}" != 1 ] || [ -z "$scans" ] ||
+		{ python3 "$HERE/cache_fine.py" 100 "$DUR" $(scan_table_files) > "$dir/cache-fine.dat" 2>&1 & pids="$pids $!"; }
 	[ "${CPU:-0}" != 1 ] ||
 		{ python3 "$HERE/cpu.py" "$PSQL_ARGS" "$DUR" > "$dir/cpu.dat" 2>&1 & pids="$pids $!"; }
 	[ "${POSITIONS:-0}" != 1 ] || [ "$mode" = off ] || [ -z "$scans" ] ||
@@ -374,6 +383,9 @@ run_phase() {
 	[ "$oltp" = 1 ] || { tps=-; hot=-; }
 	held_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$dir/held.dat")
 	scan_end=$(cached_mb scan_t)
+	[ ! -s "$dir/cache-fine.dat" ] ||
+		log "window $cfg round $round: the table at $(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' \
+			"$dir/cache-fine.dat") MB at most, sampled every 100 ms (cache-fine.dat)"
 	# the whole limit again, once the window's scans are over and measured
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$LIMIT_MB"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
