@@ -24,7 +24,7 @@
 # CPU time the extension's background worker used in the window; per
 # second (held.dat) the table's cache, the evictor's gauges, the disk's
 # reads and writes, the cgroup's dirty pages, and some of the tracker's
-# counters (record_counts), and what the VACUUM read
+# counters (gauges_and_counts), and what the VACUUM read
 # in all and from disk, wrote, and how long it slept on I/O (vacuum-io.dat).
 # With a VACUUM among the scans, each window's VACUUM has the same work:
 # the table is loaded afresh before it (prepare_vacuum_work).
@@ -186,23 +186,32 @@ worker_cpu_s() {
 	awk -v a="$1" -v b="$now" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (b - (b >= a ? a : 0)) / hz }'
 }
 
-# the evictor's gauges (MB): waiting, tracked, held for siblings (held.dat's columns 3-5)
-gauges_mb() {
-	q "SELECT string_agg(round(value / 1048576.0, 1)::text, ' ' ORDER BY name DESC) FROM cache_ext_stats()
-	   WHERE name IN ('bytes_tracked', 'bytes_waiting', 'bytes_held_for_siblings')" 2>/dev/null || echo "- - -"
-}
-# the tracker's and the worker's counters so far (held.dat's columns
-# 10-15): records lost in a full ring, records of files the worker could
-# not name, folios promoted (touched by a process that is not scanning),
-# folios unmarked processes wrote into a file a scan reads, folios marked
-# processes inserted, and records the worker read (with the first, the
-# records still in the ring)
+# The evictor's gauges (MB: waiting, tracked, held for siblings; held.dat's
+# columns 3-5), then the tracker's and the worker's counters so far
+# (columns 10-15, after io_mb's): records lost in a full ring, records of
+# files the worker could not name, folios promoted (touched by a process
+# that is not scanning), folios unmarked processes wrote into a file a scan
+# reads, folios marked processes inserted, and records the worker read
+# (with the first, the records still in the ring).  One query for both;
+# printed as "GAUGES|COUNTS", split by held_line.
+GAUGES="bytes_waiting bytes_tracked bytes_held_for_siblings"
 RECORD_COUNTERS="records_lost files_not_found folios_promoted folios_added_for_scan folios_added_scan records_read"
-record_counts() {
-	q "SELECT string_agg(coalesce(s.value, 0)::text, ' ' ORDER BY n.i)
-	   FROM unnest(string_to_array('$RECORD_COUNTERS', ' ')) WITH ORDINALITY n(name, i)
-	   LEFT JOIN cache_ext_stats() s USING (name)" 2>/dev/null || echo "- - - - - -"
+gauges_and_counts() {
+	q "SELECT string_agg(round(coalesce(s.value, 0) / 1048576.0, 1)::text, ' ' ORDER BY n.i)
+	     FILTER (WHERE n.gauge) || '|' ||
+	   string_agg(coalesce(s.value, 0)::text, ' ' ORDER BY n.i) FILTER (WHERE NOT n.gauge)
+	   FROM (SELECT name, i, i <= $(wc -w <<<"$GAUGES") AS gauge
+	         FROM unnest(string_to_array('$GAUGES $RECORD_COUNTERS', ' ')) WITH ORDINALITY u(name, i)) n
+	   LEFT JOIN cache_ext_stats() s USING (name)" 2>/dev/null ||
+		echo "$(sed 's/[^ ]\+/-/g' <<<"$GAUGES")|$(sed 's/[^ ]\+/-/g' <<<"$RECORD_COUNTERS")"
 }
+# one line of held.dat: second, the table's cache (MB), gauges, io_mb, counters
+held_line() {
+	local gc; gc=$(gauges_and_counts)
+	echo "$1 $(cached_mb scan_t) ${gc%%|*} $(io_mb) ${gc#*|}"
+}
+# the largest value of column $1 of file $2 (0 for an empty file)
+column_max() { awk -v c="$1" 'BEGIN { m = 0 } $c > m { m = $c } END { print m }' "$2"; }
 # the scanned table's main-fork segment files (bench/cache_fine.py's)
 scan_table_files() {
 	local rel; rel=$PGDATA/$(q "SELECT pg_relation_filepath('scan_t')")
@@ -345,7 +354,7 @@ run_phase() {
 		delay=$((delay + 1))
 	done
 	( while [ "$(date +%s)" -lt "$deadline" ]; do
-		echo "$(($(date +%s) - t_start)) $(cached_mb scan_t) $(gauges_mb) $(io_mb) $(record_counts)"; sleep 1
+		held_line "$(($(date +%s) - t_start))"; sleep 1
 	  done > "$dir/held.dat" ) & pids="$pids $!"
 	case " $scans " in
 		*" vacuum "*) ( [ "${VACUUM_STACKS:-0}" != 1 ] || STACKS=$dir/vacuum-stacks.txt
@@ -381,11 +390,11 @@ run_phase() {
 		(SELECT * FROM cache_ext_relation_cache('pgbench_accounts')
 		 UNION ALL SELECT * FROM cache_ext_relation_cache('pgbench_accounts_pkey')) s")
 	[ "$oltp" = 1 ] || { tps=-; hot=-; }
-	held_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$dir/held.dat")
+	held_max=$(column_max 2 "$dir/held.dat")
 	scan_end=$(cached_mb scan_t)
 	[ ! -s "$dir/cache-fine.dat" ] ||
-		log "window $cfg round $round: the table at $(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' \
-			"$dir/cache-fine.dat") MB at most, sampled every 100 ms (cache-fine.dat)"
+		log "window $cfg round $round: the table at $(column_max 2 "$dir/cache-fine.dat") MB at most," \
+			"sampled every 100 ms (cache-fine.dat)"
 	# the whole limit again, once the window's scans are over and measured
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$LIMIT_MB"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \

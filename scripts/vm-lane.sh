@@ -26,6 +26,9 @@
 #                       side under TCG took 14 min one day and over 20 the next)
 #   PCE_VM_BREAK=pins   break the deployment on purpose (pins the server cannot
 #                       reach): the run must then fail
+#   PCE_VM_SUITE="t/018_sibling_scans.pl" PCE_VM_SUITE_RUNS=3
+#                       only make install and these tests of scripts/test.sh,
+#                       that many times (to chase a failure seen in the VM)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -191,7 +194,8 @@ stage_source() {
 	ln -sf /dev/null "$root/etc/systemd/system/serial-getty@ttyS0.service"
 	rm -rf "$root/var/lib/pce-guest-test"
 	mkdir -p "$root/var/lib/pce-guest-test"
-	printf 'PG_MAJOR=%s\nPCE_VM_BREAK=%s\n' "$v" "${PCE_VM_BREAK:-}" >"$root/var/lib/pce-guest-test/env"
+	printf 'PG_MAJOR=%s\nPCE_VM_BREAK=%s\nPCE_VM_SUITE="%s"\nPCE_VM_SUITE_RUNS=%s\n' "$v" "${PCE_VM_BREAK:-}" \
+		"${PCE_VM_SUITE:-}" "${PCE_VM_SUITE_RUNS:-1}" >"$root/var/lib/pce-guest-test/env"
 }
 
 # Boot the disk until the guest powers off (it reboots once by itself),

@@ -66,7 +66,7 @@
 #define SYNC_SCAN_BLOCKS		(128 * 1024 / BLCKSZ)
 /* reports of a scan's start before giving up (syncscan.c may drop one) */
 #define REPORT_TRIES			3
-/* a copy of the readers' blocks older than this is ignored (lock_recent_copy) */
+/* readers' blocks copied longer ago than this are ignored (lock_recent_copy) */
 #define READER_BLOCKS_MAX_AGE_MS	2000
 
 /*
@@ -256,9 +256,9 @@ pce_lap_start_plan(PlanState *planstate)
 /*
  * A marked COPY relid TO, before it runs.  The relation is opened only if a
  * VACUUM or another marked COPY of it is running, for a user who may read
- * it (COPY checks again), and only if its lock is free: this neither waits nor fails the COPY (a
- * relation dropped meanwhile is COPY's to report).  The lock is COPY's
- * own, taken a moment early.
+ * it (COPY checks again), and only if its lock is free: this neither waits
+ * nor fails the COPY (a relation dropped meanwhile is COPY's to report).
+ * The lock is COPY's own, taken a moment early.
  */
 void
 pce_lap_start_copy(Oid relid)

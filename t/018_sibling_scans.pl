@@ -47,12 +47,17 @@ note(sprintf('budget %d MB: %d MB of room to hold beside %.1f MB of read-ahead (
 
 sub cached_mb { return relation_cached_mb($node, @_); }
 
-# the worker's gauges bytes_waiting and bytes_tracked (MB), in one query
+# the worker's gauges bytes_waiting and bytes_tracked (MB), and the
+# records sent to it that it has yet to read (the ring's backlog), in one
+# query
 sub waiting_tracked_mb
 {
-	my $row = $node->safe_psql('postgres',
-		"SELECT string_agg((value / 1048576.0)::text, ' ' ORDER BY name DESC) FROM cache_ext_stats() "
-		  . "WHERE name IN ('bytes_waiting', 'bytes_tracked')");
+	my $row = $node->safe_psql('postgres', q{
+		SELECT sum(value) FILTER (WHERE name = 'bytes_waiting') / 1048576.0,
+			sum(value) FILTER (WHERE name = 'bytes_tracked') / 1048576.0,
+			sum(CASE WHEN name IN ('folios_added_scan', 'folios_added_for_scan', 'folios_promoted')
+				THEN value WHEN name IN ('records_read', 'records_lost') THEN -value END)
+		FROM cache_ext_stats()}, extra_params => [ '-F', ' ' ]);
 	return split / /, $row;
 }
 
@@ -162,15 +167,16 @@ sub follower_behind_leader
 	{
 		# the gauge of waiting pages is the worker's, published once a
 		# pass: read before and after the cache, the larger stands for it
-		my ($w, $t) = waiting_tracked_mb();
+		my ($w, $t, $ring) = waiting_tracked_mb();
 		my $c = cached_mb($table);
-		my ($w_after, $t_after) = waiting_tracked_mb();
+		my ($w_after, $t_after, $ring_after) = waiting_tracked_mb();
 		$w = $w_after if $w_after > $w;
 		my $over = $c - ($w + $read_ahead_reach_mb > $budget_mb ? $w + $read_ahead_reach_mb : $budget_mb);
 		$peak = $c if $c > $peak;
 		$peak_waiting = $w if $w > $peak_waiting;
-		$worst = sprintf('%.1f s in: %.1f MB cached, %.1f/%.1f waiting, %.1f/%.1f tracked',
-			time - $t0, $c, $w, $w_after, $t, $t_after)
+		$worst = sprintf('%.1f s in: %.1f MB cached, %.1f/%.1f waiting, %.1f/%.1f tracked, '
+			  . '%d/%d records in the ring',
+			time - $t0, $c, $w, $w_after, $t, $t_after, $ring, $ring_after)
 		  if $over > $peak_over;
 		$peak_over = $over if $over > $peak_over;
 		push @read_so_far, [ time, $c + (stat_value($node, 'bytes_dropped') - $dropped0) / $mb ];
