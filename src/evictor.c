@@ -953,12 +953,17 @@ pce_evictor_run(const PceSettings *settings)
 
 /*
  * The scans' pages a drop leaves: the budget, less the room for what
- * arrives before the next pass (lag_pages), at most half of the budget.
+ * arrives before the next pass, at most half of the budget.  That is what
+ * came while the worker was away of late (lag_pages), or what the readers
+ * reading now bring in at once, a read-ahead window each
+ * (pce_sibling_read_ahead_burst_pages), whichever is more.
  */
 static uint64
 drop_target(uint64 budget_pages)
 {
-	return budget_pages - Min(lag_pages, budget_pages / 2);
+	uint64		room = Max(lag_pages, pce_sibling_read_ahead_burst_pages());
+
+	return budget_pages - Min(room, budget_pages / 2);
 }
 
 /* Older than pg_cache_ext.scan_max_age: dropped whoever needs it. */

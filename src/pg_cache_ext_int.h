@@ -344,6 +344,7 @@ typedef enum PceScanPagesUse
 extern PceScanPagesUse pce_sibling_use(const PceRelationFile *file, uint64 start, uint32 npages,
 									   uint64 *pages_away);
 extern int	pce_sibling_readers(void);
+extern uint64 pce_sibling_read_ahead_burst_pages(void);
 extern int	pce_sibling_copy_places(PceCopyBlock *out, int max);
 extern bool pce_sibling_reads_soon(const PceRelationFile *file, uint64 start, uint32 npages,
 								   uint64 reach_pages);
