@@ -50,8 +50,9 @@
 # window (cpu.dat: the CPU each role used every second, count(*)s, pg_dump,
 # VACUUM, OLTP, the worker, how often each was waiting on the disk, and how
 # long for a CPU); FINE=1 runs bench/cache_fine.py over each window with
-# scans (cache-fine.dat: the table's page cache every 100 ms, and its
-# maximum in the log).  DAMON, where it pages out
+# scans (cache-fine.dat: the table's page cache every FINE_MS ms, 100 by
+# default, and its maximum in the log: a 1.3 s query once saw the table
+# 6 MB above both 100 ms samples around it).  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
@@ -361,7 +362,7 @@ run_phase() {
 			vacuum_reads "$deadline" > "$dir/vacuum-io.dat" ) & pids="$pids $!" ;;
 	esac
 	[ "${FINE:-0}" != 1 ] || [ -z "$scans" ] ||
-		{ python3 "$HERE/cache_fine.py" 100 "$DUR" $(scan_table_files) > "$dir/cache-fine.dat" 2>&1 & pids="$pids $!"; }
+		{ python3 "$HERE/cache_fine.py" "${FINE_MS:-100}" "$DUR" $(scan_table_files) > "$dir/cache-fine.dat" 2>&1 & pids="$pids $!"; }
 	[ "${CPU:-0}" != 1 ] ||
 		{ python3 "$HERE/cpu.py" "$PSQL_ARGS" "$DUR" > "$dir/cpu.dat" 2>&1 & pids="$pids $!"; }
 	[ "${POSITIONS:-0}" != 1 ] || [ "$mode" = off ] || [ -z "$scans" ] ||
@@ -394,7 +395,7 @@ run_phase() {
 	scan_end=$(cached_mb scan_t)
 	[ ! -s "$dir/cache-fine.dat" ] ||
 		log "window $cfg round $round: the table at $(column_max 2 "$dir/cache-fine.dat") MB at most," \
-			"sampled every 100 ms (cache-fine.dat)"
+			"sampled every ${FINE_MS:-100} ms (cache-fine.dat)"
 	# the whole limit again, once the window's scans are over and measured
 	[ "$limit_mb" = "$LIMIT_MB" ] || set_memory_limit "$LIMIT_MB"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$cfg" "$round" "$tps" "$p99" "$hot" \
