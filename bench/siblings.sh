@@ -52,7 +52,10 @@
 # long for a CPU); FINE=1 runs bench/cache_fine.py over each window with
 # scans (cache-fine.dat: the table's page cache every FINE_MS ms, 100 by
 # default, and its maximum in the log: a 1.3 s query once saw the table
-# 6 MB above both 100 ms samples around it).  DAMON, where it pages out
+# 6 MB above both 100 ms samples around it).  WORKER_NICE=-5 renices the
+# extension's worker at each window's start (an experiment: the worker is
+# what keeps the budget, and it waits for a CPU beside the OLTP; a server
+# gets this only where it may lower its own nice value, RLIMIT_NICE).  DAMON, where it pages out
 # idle page cache, is paused for the run (bench/lib.sh damon_pause; KEEP_DAMON=1 keeps it: then
 # the Zipf tail not read for a minute goes, scans or not).  The disk's
 # read-ahead is its own unless --read-ahead-kb sets it for the run (this
@@ -345,6 +348,8 @@ run_phase() {
 	ref0=$(memstat "$MEMCG" workingset_refault_file); rd0=$(blk_read_bytes)
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
 	local cpu0; cpu0=$(bench_worker_cpu_ticks "$PGDATA")
+	[ -z "${WORKER_NICE:-}" ] || [ "$cpu0" = 0 ] ||
+		renice -n "$WORKER_NICE" -p "$(bench_worker_pid "$PGDATA")" >/dev/null
 	[ "${TRACE_REREAD:-0}" != 1 ] || [ -z "$scans" ] || trace_reread "$dir/reread.txt" & pids="$pids $!"
 	[ "${TRACE_REREAD:-0}" != 1 ] || sleep 3	# bpftrace attaches
 	t_start=$(date +%s); deadline=$((t_start + DUR))
