@@ -349,7 +349,8 @@ run_phase() {
 	drop0=$(stat_pce bytes_dropped); for0=$(stat_pce folios_added_for_scan)
 	local cpu0; cpu0=$(bench_worker_cpu_ticks "$PGDATA")
 	[ -z "${WORKER_NICE:-}" ] || [ "$cpu0" = 0 ] ||
-		renice -n "$WORKER_NICE" -p "$(bench_worker_pid "$PGDATA")" >/dev/null
+		renice -n "$WORKER_NICE" -p "$(bench_worker_pid "$PGDATA")" >/dev/null ||
+		log "WORKER_NICE: the worker could not be reniced"
 	[ "${TRACE_REREAD:-0}" != 1 ] || [ -z "$scans" ] || trace_reread "$dir/reread.txt" & pids="$pids $!"
 	[ "${TRACE_REREAD:-0}" != 1 ] || sleep 3	# bpftrace attaches
 	t_start=$(date +%s); deadline=$((t_start + DUR))

@@ -28,7 +28,9 @@
 #                       reach): the run must then fail
 #   PCE_VM_SUITE="t/018_sibling_scans.pl" PCE_VM_SUITE_RUNS=3
 #                       only make install and these tests of scripts/test.sh,
-#                       that many times (to chase a failure seen in the VM)
+#                       that many times (to chase a failure seen in the VM;
+#                       under TCG a run of t/018 takes ~5 min: raise
+#                       PCE_VM_TIMEOUT for many)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -194,7 +196,7 @@ stage_source() {
 	ln -sf /dev/null "$root/etc/systemd/system/serial-getty@ttyS0.service"
 	rm -rf "$root/var/lib/pce-guest-test"
 	mkdir -p "$root/var/lib/pce-guest-test"
-	printf 'PG_MAJOR=%s\nPCE_VM_BREAK=%s\nPCE_VM_SUITE="%s"\nPCE_VM_SUITE_RUNS=%s\n' "$v" "${PCE_VM_BREAK:-}" \
+	printf 'PG_MAJOR=%q\nPCE_VM_BREAK=%q\nPCE_VM_SUITE=%q\nPCE_VM_SUITE_RUNS=%q\n' "$v" "${PCE_VM_BREAK:-}" \
 		"${PCE_VM_SUITE:-}" "${PCE_VM_SUITE_RUNS:-1}" >"$root/var/lib/pce-guest-test/env"
 }
 
@@ -234,6 +236,8 @@ guest_file() {
 
 run_vm_lane() {
 	local vm=$1 suite v root disk log t0 pass fail
+	[[ ${PCE_VM_SUITE_RUNS:-1} =~ ^[1-9][0-9]*$ ]] ||
+		{ echo "vm-lane.sh: PCE_VM_SUITE_RUNS must be a positive number" >&2; exit 2; }
 	read -r suite v <<<"$(vm_suite "$vm")" || { echo "vm-lane.sh: no VM lane $vm (vm12, vm13)" >&2; exit 2; }
 	root=$VMS/$suite/root
 	mkdir -p "$VMS/$suite"

@@ -113,7 +113,8 @@
  * waited for a CPU came in clusters some 20 s apart (bench/siblings.sh,
  * CPU=1), and with a second's memory the first long wait of a cluster
  * found the target back at the budget (the table 12 MB over budget + one
- * batch, FINE=1)
+ * batch, FINE=1).  The price: after one long wait, that much less is held
+ * for siblings for this long.
  */
 #define LAG_MEMORY_MS		30000
 /*
@@ -1174,9 +1175,15 @@ drop_over_budget(const PceSettings *settings, bool positions_fresh)
 	keeping.keep_below = 0;
 	batch_pages = 0;
 	drop_passes++;
-	/* where the readers are now: what they have read and have yet to read */
+	/*
+	 * where the readers are now: what they have read and have yet to read,
+	 * and which of them read now (their read-ahead in the target)
+	 */
 	if (!positions_fresh && tracked_pages + dirty_waiting_pages > keeping.target_pages)
+	{
 		pce_sibling_refresh();
+		keeping.target_pages = drop_target(budget_pages);
+	}
 	dlist_foreach_modify(iter, &extents)
 	{
 		Extent	   *oldest = dlist_container(Extent, node, iter.cur);

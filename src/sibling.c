@@ -151,6 +151,17 @@ reader_place(SiblingReader *r, const PceRelationFile *rel, bool *fresh)
 	return oldest;
 }
 
+/* the OS page size, asked once */
+static long
+os_page_size(void)
+{
+	static long size = 0;
+
+	if (size == 0)
+		size = sysconf(_SC_PAGESIZE);
+	return size;
+}
+
 /* OS pages of one segment of a relation fork (1 GB by default) */
 static uint64
 pages_per_segment(void)
@@ -158,7 +169,7 @@ pages_per_segment(void)
 	static uint64 pages = 0;
 
 	if (pages == 0)
-		pages = (uint64) RELSEG_SIZE * BLCKSZ / (uint64) sysconf(_SC_PAGESIZE);
+		pages = (uint64) RELSEG_SIZE * BLCKSZ / (uint64) os_page_size();
 	return pages;
 }
 
@@ -292,7 +303,7 @@ take_position(int fd, __u32 pid, uint64 now_ns)
 	place->read_ns = pos.updated_ns;
 	note_reach(&rel, page, place->pos < place->first);
 	r->read_ns = pos.updated_ns;
-	r->window_pages = pce_read_ahead_reach_pages(&key, sysconf(_SC_PAGESIZE)) / 2;
+	r->window_pages = pce_read_ahead_reach_pages(&key, os_page_size()) / 2;
 	r->seen = true;
 	return true;
 }
