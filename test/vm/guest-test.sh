@@ -378,21 +378,22 @@ suite_only() {
 	done
 }
 
-systemctl is-system-running --wait >/dev/null 2>&1
-if [ -n "${PCE_VM_SUITE:-}" ]; then
-	suite_only
+# The last boot's end: the test finished, every result printed, power off.
+finish() {
 	echo done >"$STATE/finished"
 	sync
 	sed 's/^/PCEVM /' "$STATE/results"
 	say "done"
 	systemctl poweroff
+}
+
+systemctl is-system-running --wait >/dev/null 2>&1
+if [ -n "${PCE_VM_SUITE:-}" ]; then
+	suite_only
+	finish
 elif [ "$(cat "$STATE/phase" 2>/dev/null || echo 1)" = 1 ]; then
 	boot1
 else
 	boot2
-	echo done >"$STATE/finished"
-	sync
-	sed 's/^/PCEVM /' "$STATE/results"
-	say "done"
-	systemctl poweroff
+	finish
 fi
